@@ -1,0 +1,72 @@
+//! The frame around every page: navigation, and shared bits of page furniture.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_location;
+
+use crate::error::AppError;
+
+const NAV: &[(&str, &str)] = &[
+    ("/", "Overview"),
+    ("/outbox", "Outbox"),
+    ("/dead-letters", "Dead letters"),
+    ("/alerts", "Alerts"),
+    ("/audit", "Audit"),
+];
+
+#[component]
+pub fn Frame(children: Children) -> impl IntoView {
+    let location = use_location();
+    let link = move |href: &'static str, label: &'static str| {
+        let active = move || {
+            let p = location.pathname.get();
+            if href == "/" { p == "/" } else { p.starts_with(href) }
+        };
+        view! {
+            <a
+                href=href
+                class="px-3 py-1.5 rounded text-sm font-medium hover:bg-slate-200 dark:hover:bg-slate-800"
+                class=("bg-slate-200", active)
+                class=("dark:bg-slate-800", active)
+                aria-current=move || if active() { Some("page") } else { None }
+            >
+                {label}
+            </a>
+        }
+    };
+    view! {
+        <header class="border-b border-slate-200 dark:border-slate-800 bg-white dark:bg-slate-900">
+            <nav class="max-w-7xl mx-auto flex items-center gap-1 px-4 h-12">
+                <a href="/" class="font-semibold tracking-tight mr-4 text-violet-700 dark:text-violet-400">
+                    "Revenant"
+                </a>
+                {NAV.iter().map(|(href, label)| link(href, label)).collect_view()}
+            </nav>
+        </header>
+        <main class="max-w-7xl mx-auto px-4 py-5">{children()}</main>
+    }
+}
+
+#[component]
+pub fn PageTitle(#[prop(into)] title: String) -> impl IntoView {
+    view! {
+        <leptos_meta::Title text=title.clone() />
+        <h1 class="text-xl font-semibold mb-4">{title}</h1>
+    }
+}
+
+/// A server function's error, as the on-call engineer should read it.
+#[component]
+pub fn ErrorBox(err: AppError) -> impl IntoView {
+    view! {
+        <div role="alert" class="rounded border border-red-300 bg-red-50 text-red-800 dark:border-red-800 dark:bg-red-950 dark:text-red-200 px-3 py-2 text-sm">
+            {err.to_string()}
+        </div>
+    }
+}
+
+/// A green / red dot with a label, for health at a glance.
+#[component]
+pub fn StatusDot(ok: bool) -> impl IntoView {
+    let class = if ok { "inline-block w-2.5 h-2.5 rounded-full bg-emerald-500" } else { "inline-block w-2.5 h-2.5 rounded-full bg-red-500" };
+    view! { <span class=class aria-label=if ok { "ok" } else { "down" }></span> }
+}

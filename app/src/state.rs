@@ -1,0 +1,18 @@
+//! What server functions and pages reach through Leptos context (server only).
+
+use std::sync::Arc;
+
+use engine::settings::Settings;
+use sqlx::PgPool;
+
+use crate::error::AppError;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub settings: Arc<Settings>,
+}
+
+pub fn app_state() -> Result<AppState, AppError> {
+    leptos::prelude::use_context::<AppState>().ok_or_else(|| AppError::internal("AppState missing from context"))
+}

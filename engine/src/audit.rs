@@ -1,0 +1,96 @@
+//! The audit log: who did what, to how many items, from where, with what outcome.
+//!
+//! Policy: callers write the entry with the same executor (transaction) as the effect it
+//! describes, so an action and its record commit or roll back together. Nothing updates or
+//! deletes entries.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgExecutor, QueryBuilder, Postgres};
+
+use crate::auth::Principal;
+
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    pub actor: &'a Principal,
+    pub source_ip: Option<&'a str>,
+    pub action: &'a str,
+    pub target: Option<String>,
+    pub filter: Option<serde_json::Value>,
+    pub item_count: i64,
+    pub outcome: &'a str,
+    pub detail: Option<serde_json::Value>,
+}
+
+pub async fn record(db: impl PgExecutor<'_>, e: Entry<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO audit_log (actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+    )
+    .bind(&e.actor.username)
+    .bind(e.actor.role.as_str())
+    .bind(e.source_ip)
+    .bind(e.action)
+    .bind(e.target)
+    .bind(e.filter)
+    .bind(e.item_count)
+    .bind(e.outcome)
+    .bind(e.detail)
+    .fetch_one(db)
+    .await
+}
+
+/// For actions by the CLI (e.g. `revenant user add`), which has no session.
+pub fn cli_principal() -> Principal {
+    Principal { username: format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".into())), role: crate::auth::Role::Admin }
+}
+
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub actor_role: String,
+    pub source_ip: Option<String>,
+    pub action: String,
+    pub target: Option<String>,
+    pub filter: Option<serde_json::Value>,
+    pub item_count: i64,
+    pub outcome: String,
+    pub detail: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub text: Option<String>,
+    /// Keyset cursor: entries with an id below this.
+    pub before_id: Option<i64>,
+}
+
+/// A page of entries, newest first; one more than `limit` is fetched to tell if more exist.
+pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT id, at, actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail FROM audit_log WHERE true",
+    );
+    if let Some(a) = &f.actor {
+        q.push(" AND actor = ").push_bind(a.clone());
+    }
+    if let Some(a) = &f.action {
+        q.push(" AND action = ").push_bind(a.clone());
+    }
+    if let Some(t) = &f.text {
+        let pat = format!("%{}%", t.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        q.push(" AND (coalesce(target, '') ILIKE ").push_bind(pat.clone());
+        q.push(" OR coalesce(detail::text, '') ILIKE ").push_bind(pat).push(")");
+    }
+    if let Some(b) = f.before_id {
+        q.push(" AND id < ").push_bind(b);
+    }
+    q.push(" ORDER BY id DESC LIMIT ").push_bind(limit + 1);
+    let mut rows: Vec<AuditRow> = q.build_query_as().fetch_all(db).await?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows, more))
+}

@@ -1,0 +1,267 @@
+//! Local users, roles and sessions.
+//!
+//! Policy: passwords are hashed with argon2id; session tokens are 256 random bits handed to
+//! the browser once and stored only as a SHA-256 hash; failed logins are counted per user
+//! name and per address and refused above a limit for a window. Roles are ordered:
+//! viewer < operator < admin, and every check is "at least this role", deny by default.
+
+use argon2::{
+    Argon2, PasswordHash, PasswordHasher, PasswordVerifier,
+    password_hash::{SaltString, rand_core::OsRng},
+};
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::{PgExecutor, PgPool};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "viewer" => Some(Role::Viewer),
+            "operator" => Some(Role::Operator),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// Who is asking, as resolved from the session cookie (or a trusted proxy header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub username: String,
+    pub role: Role,
+}
+
+/// The caller's address, as the audit log records it.
+#[derive(Debug, Clone, Default)]
+pub struct ClientIp(pub Option<String>);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("user name must be 1 to 64 letters, digits or . _ @ -")]
+    BadUsername,
+    #[error("password must be at least 10 characters")]
+    WeakPassword,
+    #[error("user `{0}` already exists")]
+    Exists(String),
+    #[error("wrong user name or password")]
+    BadCredentials,
+    #[error("too many failed sign-ins; try again in a few minutes")]
+    RateLimited,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    #[error("password hashing failed: {0}")]
+    Hash(String),
+}
+
+pub const MAX_FAILURES: i64 = 5;
+pub const FAILURE_WINDOW_SECS: i64 = 300;
+
+fn valid_username(u: &str) -> bool {
+    !u.is_empty() && u.len() <= 64 && u.chars().all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c))
+}
+
+pub fn hash_password(password: &str) -> Result<String, AuthError> {
+    let salt = SaltString::generate(&mut OsRng);
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| AuthError::Hash(e.to_string()))
+}
+
+fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+pub async fn create_user(db: impl PgExecutor<'_>, username: &str, password: &str, role: Role) -> Result<i64, AuthError> {
+    if !valid_username(username) {
+        return Err(AuthError::BadUsername);
+    }
+    if password.chars().count() < 10 {
+        return Err(AuthError::WeakPassword);
+    }
+    let hash = hash_password(password)?;
+    sqlx::query_scalar("INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3) RETURNING id")
+        .bind(username)
+        .bind(hash)
+        .bind(role.as_str())
+        .fetch_one(db)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.constraint() == Some("users_username_key") => AuthError::Exists(username.into()),
+            _ => AuthError::Db(e),
+        })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UserRow {
+    pub id: i64,
+    pub username: String,
+    pub role: String,
+    pub disabled: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn list_users(db: impl PgExecutor<'_>) -> Result<Vec<UserRow>, sqlx::Error> {
+    let rows: Vec<(i64, String, String, bool, DateTime<Utc>)> =
+        sqlx::query_as("SELECT id, username, role, disabled, created_at FROM users ORDER BY username")
+            .fetch_all(db)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, username, role, disabled, created_at)| UserRow { id, username, role, disabled, created_at })
+        .collect())
+}
+
+fn new_token() -> (String, Vec<u8>) {
+    let mut raw = [0u8; 32];
+    rand::rng().fill_bytes(&mut raw);
+    let token = hex::encode(raw);
+    let hash = Sha256::digest(token.as_bytes()).to_vec();
+    (token, hash)
+}
+
+fn token_hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// Checks the password (after the rate limit) and opens a session. Returns the token for
+/// the cookie and the principal. A failure is recorded before it is reported.
+pub async fn login(
+    pool: &PgPool,
+    username: &str,
+    password: &str,
+    ip: &str,
+    ttl: std::time::Duration,
+) -> Result<(String, Principal), AuthError> {
+    let recent: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM login_failures
+         WHERE (username = $1 OR source_ip = $2) AND at > now() - make_interval(secs => $3)",
+    )
+    .bind(username)
+    .bind(ip)
+    .bind(FAILURE_WINDOW_SECS as f64)
+    .fetch_one(pool)
+    .await?;
+    if recent >= MAX_FAILURES {
+        return Err(AuthError::RateLimited);
+    }
+    let row: Option<(i64, String, String, bool)> =
+        sqlx::query_as("SELECT id, password_hash, role, disabled FROM users WHERE username = $1")
+            .bind(username)
+            .fetch_optional(pool)
+            .await?;
+    let ok = match &row {
+        Some((_, hash, _, disabled)) => !disabled && verify_password(password, hash),
+        None => {
+            // Spend the same time as a real check, so timing does not reveal user names.
+            let _ = verify_password(password, "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J3HUMWj4h2H9u5SLbPUXMSgAIIRbUAHsDNbLnH3Lh9A");
+            false
+        }
+    };
+    let Some((user_id, _, role, _)) = row.filter(|_| ok) else {
+        sqlx::query("INSERT INTO login_failures (username, source_ip) VALUES ($1, $2)")
+            .bind(username)
+            .bind(ip)
+            .execute(pool)
+            .await?;
+        return Err(AuthError::BadCredentials);
+    };
+    let role = Role::parse(&role).ok_or(AuthError::BadCredentials)?;
+    let (token, hash) = new_token();
+    sqlx::query(
+        "INSERT INTO sessions (token_hash, user_id, expires_at, source_ip)
+         VALUES ($1, $2, now() + make_interval(secs => $3), $4)",
+    )
+    .bind(hash)
+    .bind(user_id)
+    .bind(ttl.as_secs_f64())
+    .bind(ip)
+    .execute(pool)
+    .await?;
+    sqlx::query("DELETE FROM login_failures WHERE username = $1").bind(username).execute(pool).await?;
+    Ok((token, Principal { username: username.into(), role }))
+}
+
+/// The principal behind a session token, if the session is live and the user enabled.
+pub async fn session_principal(db: impl PgExecutor<'_>, token: &str) -> Result<Option<Principal>, sqlx::Error> {
+    if token.len() != 64 {
+        return Ok(None);
+    }
+    let row: Option<(String, String)> = sqlx::query_as(
+        "SELECT u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = $1 AND s.expires_at > now() AND NOT u.disabled",
+    )
+    .bind(token_hash(token))
+    .fetch_optional(db)
+    .await?;
+    Ok(row.and_then(|(username, role)| Role::parse(&role).map(|role| Principal { username, role })))
+}
+
+/// The principal for a name asserted by a trusted proxy: only users that exist locally.
+pub async fn user_principal(db: impl PgExecutor<'_>, username: &str) -> Result<Option<Principal>, sqlx::Error> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT username, role FROM users WHERE username = $1 AND NOT disabled")
+            .bind(username)
+            .fetch_optional(db)
+            .await?;
+    Ok(row.and_then(|(username, role)| Role::parse(&role).map(|role| Principal { username, role })))
+}
+
+pub async fn logout(db: impl PgExecutor<'_>, token: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM sessions WHERE token_hash = $1").bind(token_hash(token)).execute(db).await?;
+    Ok(())
+}
+
+pub async fn set_role(db: impl PgExecutor<'_>, username: &str, role: Role) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query("UPDATE users SET role = $2 WHERE username = $1").bind(username).bind(role.as_str()).execute(db).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+pub async fn set_disabled(db: impl PgExecutor<'_>, username: &str, disabled: bool) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query("UPDATE users SET disabled = $2 WHERE username = $1").bind(username).bind(disabled).execute(db).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_are_ordered_viewer_operator_admin() {
+        assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
+        assert_eq!(Role::parse("operator"), Some(Role::Operator));
+        assert_eq!(Role::parse("root"), None);
+    }
+
+    #[test]
+    fn a_password_verifies_only_against_its_own_hash() {
+        let h = hash_password("correct horse battery").unwrap();
+        assert!(verify_password("correct horse battery", &h));
+        assert!(!verify_password("correct horse batterx", &h));
+    }
+
+    #[test]
+    fn user_names_with_markup_are_refused() {
+        assert!(valid_username("alice.ops@example"));
+        assert!(!valid_username("<script>"));
+        assert!(!valid_username(""));
+    }
+}

@@ -1,0 +1,13 @@
+//! Revenant's domain, server-side only: configuration, schema, and the roles that move
+//! messages (outbox relay, dead-letter ingest, replay, alerts), with the audit and user
+//! stores they write to. The `app` crate uses it only under its `ssr` feature.
+
+pub mod amqp;
+pub mod audit;
+pub mod auth;
+pub mod db;
+pub mod health;
+pub mod management;
+pub mod settings;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

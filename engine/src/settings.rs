@@ -1,0 +1,465 @@
+//! Typed configuration: `revenant.toml` first, then environment variables over it.
+//!
+//! Policy: every setting is validated at start-up and a bad or missing value stops the
+//! process with one line that names the setting (its TOML key and its env var). Unknown
+//! TOML keys are refused too, so a typo never silently falls back to a default.
+
+use std::{net::SocketAddr, path::Path, time::Duration};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("config file `{path}`: {reason}")]
+    File { path: String, reason: String },
+    #[error("setting `{key}` ({env}): {reason}")]
+    Invalid { key: &'static str, env: &'static str, reason: String },
+    #[error("setting `{key}` ({env}) is required")]
+    Missing { key: &'static str, env: &'static str },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Compact,
+    Json,
+}
+
+/// Which background roles a `serve` process runs beside the web console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    pub relay: bool,
+    pub ingest: bool,
+    pub alerts: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    /// Publishes awaiting their confirm at once; 1 is the strict mode.
+    pub window: usize,
+    /// Rows claimed per claim transaction.
+    pub batch: i64,
+    pub lease: Duration,
+    pub max_attempts: i32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// Poll interval when no NOTIFY arrives.
+    pub poll: Duration,
+    pub confirm_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct IngestSettings {
+    pub queues: Vec<String>,
+    pub prefetch: u16,
+}
+
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    /// Set the `Secure` flag on session cookies (turn on behind TLS).
+    pub secure_cookies: bool,
+    /// Origins allowed to send mutations besides the request's own host.
+    pub allowed_origins: Vec<String>,
+    /// Trust this header for the user name (an authenticating reverse proxy); off when None.
+    pub proxy_user_header: Option<String>,
+    pub session_ttl: Duration,
+}
+
+/// A declared outbox table that is not Revenant's own schema.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MappedOutbox {
+    pub name: String,
+    pub database_url: Option<String>,
+    pub table: String,
+    pub id_column: String,
+    pub event_id_column: String,
+    pub type_column: String,
+    pub routing_key_column: String,
+    pub exchange_column: Option<String>,
+    pub payload_column: String,
+    pub created_at_column: String,
+    pub published_flag_column: Option<String>,
+    pub published_at_column: Option<String>,
+    pub attempts_column: Option<String>,
+    pub last_error_column: Option<String>,
+    #[serde(default = "default_stuck_secs")]
+    pub stuck_after_secs: i64,
+}
+
+fn default_stuck_secs() -> i64 {
+    300
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database_url: String,
+    pub amqp_url: String,
+    pub bind: SocketAddr,
+    pub log_format: LogFormat,
+    pub site_root: String,
+    pub roles: Roles,
+    pub relay: RelaySettings,
+    pub ingest: IngestSettings,
+    pub auth: AuthSettings,
+    pub outbox_stuck_after: Duration,
+    pub mapped_outboxes: Vec<MappedOutbox>,
+    pub management_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    database_url: Option<String>,
+    amqp_url: Option<String>,
+    bind: Option<String>,
+    log_format: Option<String>,
+    site_root: Option<String>,
+    management_url: Option<String>,
+    #[serde(default)]
+    roles: RawRoles,
+    #[serde(default)]
+    relay: RawRelay,
+    #[serde(default)]
+    ingest: RawIngest,
+    #[serde(default)]
+    auth: RawAuth,
+    #[serde(default)]
+    outbox: RawOutbox,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoles {
+    relay: Option<bool>,
+    ingest: Option<bool>,
+    alerts: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRelay {
+    window: Option<i64>,
+    batch: Option<i64>,
+    lease_secs: Option<i64>,
+    max_attempts: Option<i64>,
+    backoff_base_ms: Option<i64>,
+    backoff_max_ms: Option<i64>,
+    poll_ms: Option<i64>,
+    confirm_timeout_ms: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIngest {
+    queues: Option<Vec<String>>,
+    prefetch: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    secure_cookies: Option<bool>,
+    allowed_origins: Option<Vec<String>>,
+    proxy_user_header: Option<String>,
+    session_ttl_hours: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOutbox {
+    stuck_after_secs: Option<i64>,
+    #[serde(default)]
+    sources: Vec<MappedOutbox>,
+}
+
+/// Reads settings from the given file (if it exists; a named file that is missing is an
+/// error) and from `env`, a lookup so tests need not touch the process environment.
+pub fn load(
+    file: Option<&Path>,
+    file_required: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, SettingsError> {
+    let raw = match file {
+        Some(path) if path.exists() => {
+            let text = std::fs::read_to_string(path).map_err(|e| SettingsError::File {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            toml::from_str::<RawFile>(&text).map_err(|e| SettingsError::File {
+                path: path.display().to_string(),
+                reason: e.message().to_string(),
+            })?
+        }
+        Some(path) if file_required => {
+            return Err(SettingsError::File {
+                path: path.display().to_string(),
+                reason: "no such file".into(),
+            });
+        }
+        _ => RawFile::default(),
+    };
+    build(raw, env)
+}
+
+/// Loads from the process environment: `REVENANT_CONFIG` names the file (required when
+/// set), otherwise `./revenant.toml` is read when present.
+pub fn from_env() -> Result<Settings, SettingsError> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match env("REVENANT_CONFIG") {
+        Some(path) => load(Some(Path::new(&path)), true, &env),
+        None => load(Some(Path::new("revenant.toml")), false, &env),
+    }
+}
+
+fn pick(env: &dyn Fn(&str) -> Option<String>, name: &str, file: Option<String>) -> Option<String> {
+    env(name).or(file)
+}
+
+fn int(
+    key: &'static str,
+    envname: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: Option<i64>,
+    default: i64,
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<i64, SettingsError> {
+    let value = match env(envname) {
+        Some(v) => v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("`{v}` is not a whole number"),
+        })?,
+        None => file.unwrap_or(default),
+    };
+    if !range.contains(&value) {
+        return Err(SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("{value} is outside {}..={}", range.start(), range.end()),
+        });
+    }
+    Ok(value)
+}
+
+fn boolean(
+    key: &'static str,
+    envname: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: Option<bool>,
+    default: bool,
+) -> Result<bool, SettingsError> {
+    match env(envname) {
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(SettingsError::Invalid { key, env: envname, reason: format!("`{v}` is not true or false") }),
+        },
+        None => Ok(file.unwrap_or(default)),
+    }
+}
+
+fn url(
+    key: &'static str,
+    envname: &'static str,
+    value: Option<String>,
+    schemes: &[&str],
+) -> Result<String, SettingsError> {
+    let v = value.ok_or(SettingsError::Missing { key, env: envname })?;
+    let ok = schemes.iter().any(|s| v.starts_with(&format!("{s}://")));
+    if !ok {
+        return Err(SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("must start with {}://", schemes.join(":// or ")),
+        });
+    }
+    Ok(v)
+}
+
+fn list(v: Option<String>) -> Option<Vec<String>> {
+    v.map(|s| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect())
+}
+
+fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
+    let database_url = url(
+        "database_url",
+        "DATABASE_URL",
+        pick(env, "DATABASE_URL", raw.database_url),
+        &["postgres", "postgresql"],
+    )?;
+    let amqp_url = url("amqp_url", "AMQP_URL", pick(env, "AMQP_URL", raw.amqp_url), &["amqp", "amqps"])?;
+    let bind_raw = pick(env, "REVENANT_BIND", raw.bind).unwrap_or_else(|| "127.0.0.1:3000".into());
+    let bind = bind_raw.parse::<SocketAddr>().map_err(|_| SettingsError::Invalid {
+        key: "bind",
+        env: "REVENANT_BIND",
+        reason: format!("`{bind_raw}` is not an address like 127.0.0.1:3000"),
+    })?;
+    let log_format = match pick(env, "REVENANT_LOG_FORMAT", raw.log_format).as_deref() {
+        None | Some("compact") => LogFormat::Compact,
+        Some("json") => LogFormat::Json,
+        Some(other) => {
+            return Err(SettingsError::Invalid {
+                key: "log_format",
+                env: "REVENANT_LOG_FORMAT",
+                reason: format!("`{other}` is neither compact nor json"),
+            });
+        }
+    };
+    let site_root = pick(env, "REVENANT_SITE_ROOT", raw.site_root).unwrap_or_else(|| "target/site".into());
+    // "off" switches the management API off; unset means the local default.
+    let management_url = match pick(env, "REVENANT_MANAGEMENT_URL", raw.management_url).as_deref() {
+        Some("off") => None,
+        Some(v) => Some(url("management_url", "REVENANT_MANAGEMENT_URL", Some(v.to_string()), &["http", "https"])?),
+        None => Some("http://guest:guest@127.0.0.1:15672".to_string()),
+    };
+    let roles = Roles {
+        relay: boolean("roles.relay", "REVENANT_RELAY", env, raw.roles.relay, true)?,
+        ingest: boolean("roles.ingest", "REVENANT_INGEST", env, raw.roles.ingest, true)?,
+        alerts: boolean("roles.alerts", "REVENANT_ALERTS", env, raw.roles.alerts, true)?,
+    };
+    let r = raw.relay;
+    let ms = |v: i64| Duration::from_millis(v as u64);
+    let relay = RelaySettings {
+        window: int("relay.window", "REVENANT_RELAY_WINDOW", env, r.window, 64, 1..=10_000)? as usize,
+        batch: int("relay.batch", "REVENANT_RELAY_BATCH", env, r.batch, 200, 1..=10_000)?,
+        lease: Duration::from_secs(int("relay.lease_secs", "REVENANT_RELAY_LEASE_SECS", env, r.lease_secs, 30, 1..=3600)? as u64),
+        max_attempts: int("relay.max_attempts", "REVENANT_RELAY_MAX_ATTEMPTS", env, r.max_attempts, 10, 1..=1000)? as i32,
+        backoff_base: ms(int("relay.backoff_base_ms", "REVENANT_RELAY_BACKOFF_BASE_MS", env, r.backoff_base_ms, 500, 1..=3_600_000)?),
+        backoff_max: ms(int("relay.backoff_max_ms", "REVENANT_RELAY_BACKOFF_MAX_MS", env, r.backoff_max_ms, 300_000, 1..=86_400_000)?),
+        poll: ms(int("relay.poll_ms", "REVENANT_RELAY_POLL_MS", env, r.poll_ms, 1000, 10..=600_000)?),
+        confirm_timeout: ms(int("relay.confirm_timeout_ms", "REVENANT_RELAY_CONFIRM_TIMEOUT_MS", env, r.confirm_timeout_ms, 10_000, 100..=600_000)?),
+    };
+    let queues = list(env("REVENANT_INGEST_QUEUES")).or(raw.ingest.queues).unwrap_or_default();
+    for q in &queues {
+        if q.is_empty() || q.len() > 255 {
+            return Err(SettingsError::Invalid {
+                key: "ingest.queues",
+                env: "REVENANT_INGEST_QUEUES",
+                reason: format!("`{q}` is not a valid queue name (1 to 255 bytes)"),
+            });
+        }
+    }
+    let ingest = IngestSettings {
+        queues,
+        prefetch: int("ingest.prefetch", "REVENANT_INGEST_PREFETCH", env, raw.ingest.prefetch, 50, 1..=65_535)? as u16,
+    };
+    let a = raw.auth;
+    let auth = AuthSettings {
+        secure_cookies: boolean("auth.secure_cookies", "REVENANT_SECURE_COOKIES", env, a.secure_cookies, false)?,
+        allowed_origins: list(env("REVENANT_ALLOWED_ORIGINS")).or(a.allowed_origins).unwrap_or_default(),
+        proxy_user_header: pick(env, "REVENANT_PROXY_USER_HEADER", a.proxy_user_header),
+        session_ttl: Duration::from_secs(
+            3600 * int("auth.session_ttl_hours", "REVENANT_SESSION_TTL_HOURS", env, a.session_ttl_hours, 12, 1..=720)? as u64,
+        ),
+    };
+    let outbox_stuck_after = Duration::from_secs(int(
+        "outbox.stuck_after_secs",
+        "REVENANT_OUTBOX_STUCK_AFTER_SECS",
+        env,
+        raw.outbox.stuck_after_secs,
+        300,
+        1..=30 * 86_400,
+    )? as u64);
+    let mut names = std::collections::HashSet::new();
+    for m in &raw.outbox.sources {
+        if m.name == "revenant" || !names.insert(m.name.clone()) {
+            return Err(SettingsError::Invalid {
+                key: "outbox.sources.name",
+                env: "-",
+                reason: format!("source name `{}` is reserved or used twice", m.name),
+            });
+        }
+        if m.published_flag_column.is_none() && m.published_at_column.is_none() {
+            return Err(SettingsError::Invalid {
+                key: "outbox.sources",
+                env: "-",
+                reason: format!(
+                    "source `{}` needs published_flag_column or published_at_column",
+                    m.name
+                ),
+            });
+        }
+    }
+    Ok(Settings {
+        database_url,
+        amqp_url,
+        bind,
+        log_format,
+        site_root,
+        roles,
+        relay,
+        ingest,
+        auth,
+        outbox_stuck_after,
+        mapped_outboxes: raw.outbox.sources,
+        management_url,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    const BASE: &[(&str, &str)] = &[("DATABASE_URL", "postgres://localhost/x"), ("AMQP_URL", "amqp://localhost")];
+
+    #[test]
+    fn defaults_apply_when_only_urls_are_given() {
+        let s = build(RawFile::default(), &env_of(BASE)).unwrap();
+        assert_eq!(s.bind.to_string(), "127.0.0.1:3000");
+        assert_eq!(s.relay.window, 64);
+        assert!(s.roles.relay && s.roles.ingest && s.roles.alerts);
+    }
+
+    #[test]
+    fn a_missing_database_url_names_the_setting() {
+        let err = build(RawFile::default(), &env_of(&[("AMQP_URL", "amqp://x")])).unwrap_err();
+        assert_eq!(err.to_string(), "setting `database_url` (DATABASE_URL) is required");
+    }
+
+    #[test]
+    fn a_bad_bind_address_names_the_setting() {
+        let mut e = BASE.to_vec();
+        e.push(("REVENANT_BIND", "nowhere"));
+        let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+        assert!(err.contains("`bind` (REVENANT_BIND)"), "{err}");
+    }
+
+    #[test]
+    fn env_overrides_the_file() {
+        let raw: RawFile = toml::from_str("bind = \"127.0.0.1:4000\"\n[relay]\nwindow = 8\n").unwrap();
+        let mut e = BASE.to_vec();
+        e.push(("REVENANT_RELAY_WINDOW", "1"));
+        let s = build(raw, &env_of(&e)).unwrap();
+        assert_eq!(s.bind.port(), 4000);
+        assert_eq!(s.relay.window, 1);
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("revenant-settings-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&dir, "bnid = \"x\"\n").unwrap();
+        let err = load(Some(&dir), true, &env_of(BASE)).unwrap_err().to_string();
+        std::fs::remove_file(&dir).ok();
+        assert!(err.contains("unknown field `bnid`"), "{err}");
+    }
+
+    #[test]
+    fn a_window_of_zero_is_refused() {
+        let mut e = BASE.to_vec();
+        e.push(("REVENANT_RELAY_WINDOW", "0"));
+        let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+        assert!(err.contains("relay.window"), "{err}");
+    }
+
+    #[test]
+    fn a_named_config_file_that_is_missing_is_an_error() {
+        let err = load(Some(Path::new("/nonexistent/revenant.toml")), true, &env_of(BASE)).unwrap_err();
+        assert!(err.to_string().contains("no such file"));
+    }
+}

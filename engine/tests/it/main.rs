@@ -1,0 +1,4 @@
+//! Engine integration tests against the real PostgreSQL and RabbitMQ on this machine:
+//! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
+
+mod auth;

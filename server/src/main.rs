@@ -1,0 +1,105 @@
+//! `revenant`: one binary, several roles. `serve` runs the web console and, unless switched
+//! off, the relay, ingester and alert evaluator in the same process; each role can also run
+//! alone, and several copies of each can run against the same databases and broker.
+
+mod probes;
+mod telemetry;
+mod web;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use engine::settings::Settings;
+
+#[derive(Parser)]
+#[command(name = "revenant", version, about = "Console for transactional outboxes and RabbitMQ dead-letter queues")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the web console (and the background roles that are switched on).
+    Serve {
+        #[arg(long)]
+        no_relay: bool,
+        #[arg(long)]
+        no_ingest: bool,
+        #[arg(long)]
+        no_alerts: bool,
+    },
+    /// Create the schema and apply migrations, then exit.
+    Migrate,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match engine::settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("revenant: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init(settings.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("revenant: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli, settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("revenant: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Migrate => {
+            let pool = engine::db::connect(&settings.database_url, 2).await?;
+            engine::db::migrate(&pool).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Serve { no_relay, no_ingest, no_alerts } => {
+            settings.roles.relay &= !no_relay;
+            settings.roles.ingest &= !no_ingest;
+            settings.roles.alerts &= !no_alerts;
+            serve(settings).await
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let pool = engine::db::connect(&settings.database_url, 20).await?;
+    engine::db::migrate(&pool).await?;
+    let listener = tokio::net::TcpListener::bind(settings.bind)
+        .await
+        .with_context(|| format!("cannot listen on {} (REVENANT_BIND)", settings.bind))?;
+    let state = web::app_state(pool, settings);
+    web::serve(state, listener, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}

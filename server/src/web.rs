@@ -1,0 +1,66 @@
+//! The web console: axum router with Leptos pages, server functions, probes and assets.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use app::{App, shell, state::AppState};
+use axum::{Router, extract::FromRef, routing::get};
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tower_http::trace::TraceLayer;
+
+#[derive(Clone)]
+pub struct ServerState {
+    pub leptos: LeptosOptions,
+    pub app: AppState,
+}
+
+impl FromRef<ServerState> for LeptosOptions {
+    fn from_ref(s: &ServerState) -> Self {
+        s.leptos.clone()
+    }
+}
+
+pub fn leptos_options(settings: &engine::settings::Settings) -> LeptosOptions {
+    LeptosOptions::builder()
+        .output_name("revenant")
+        .site_root(settings.site_root.as_str())
+        .site_pkg_dir("pkg")
+        .site_addr(settings.bind)
+        .build()
+}
+
+pub fn router(state: ServerState) -> Router {
+    let routes = generate_route_list(App);
+    let app_state = state.app.clone();
+    let context = move || provide_context(app_state.clone());
+    let leptos = state.leptos.clone();
+    Router::new()
+        .route("/healthz", get(crate::probes::healthz))
+        .route("/readyz", get(crate::probes::readyz))
+        .leptos_routes_with_context(&state, routes, context.clone(), move || shell(leptos.clone()))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            let path = req
+                .extensions()
+                .get::<axum::extract::MatchedPath>()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "unmatched".into());
+            tracing::info_span!("http", method = %req.method(), path)
+        }))
+        .with_state(state)
+}
+
+pub async fn serve(app: AppState, listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let state = ServerState { leptos: leptos_options(&app.settings), app };
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "web console listening");
+    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("web server failed")
+}
+
+pub fn app_state(pool: sqlx::PgPool, settings: engine::settings::Settings) -> AppState {
+    AppState { pool, settings: Arc::new(settings) }
+}
