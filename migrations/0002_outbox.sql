@@ -12,9 +12,11 @@ CREATE TABLE outbox (
     status           text NOT NULL DEFAULT 'pending'
                      CHECK (status IN ('pending', 'published', 'failed', 'archived')),
     published_at     timestamptz,
-    attempts         integer NOT NULL DEFAULT 0,
+    -- Publish attempts so far, the successful one included.
+    attempts         integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     last_error       text,
     next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+    -- The relay instance that claimed the row, until when; an expired lease is claimable again.
     lease_owner      uuid,
     lease_expires_at timestamptz,
     archived_reason  text
@@ -33,5 +35,13 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- Per statement, and PostgreSQL folds identical notifications of one transaction into one,
+-- so a bulk insert wakes each relay once, at commit.
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+
+-- A row put back to pending (the console's "retry") wakes relays too. Only that transition:
+-- the relay's own marks must not wake it again.
+CREATE TRIGGER outbox_notify_retry AFTER UPDATE OF status ON outbox
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status <> 'pending')
+    EXECUTE FUNCTION outbox_notify();

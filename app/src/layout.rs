@@ -3,6 +3,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_location;
 
+use crate::auth::{Logout, whoami};
 use crate::error::AppError;
 
 const NAV: &[(&str, &str)] = &[
@@ -19,7 +20,11 @@ pub fn Frame(children: Children) -> impl IntoView {
     let link = move |href: &'static str, label: &'static str| {
         let active = move || {
             let p = location.pathname.get();
-            if href == "/" { p == "/" } else { p.starts_with(href) }
+            if href == "/" {
+                p == "/"
+            } else {
+                p.starts_with(href)
+            }
         };
         view! {
             <a
@@ -40,6 +45,7 @@ pub fn Frame(children: Children) -> impl IntoView {
                     "Revenant"
                 </a>
                 {NAV.iter().map(|(href, label)| link(href, label)).collect_view()}
+                <div class="ml-auto"><UserBox /></div>
             </nav>
         </header>
         <main class="max-w-7xl mx-auto px-4 py-5">{children()}</main>
@@ -67,6 +73,34 @@ pub fn ErrorBox(err: AppError) -> impl IntoView {
 /// A green / red dot with a label, for health at a glance.
 #[component]
 pub fn StatusDot(ok: bool) -> impl IntoView {
-    let class = if ok { "inline-block w-2.5 h-2.5 rounded-full bg-emerald-500" } else { "inline-block w-2.5 h-2.5 rounded-full bg-red-500" };
+    let class = if ok {
+        "inline-block w-2.5 h-2.5 rounded-full bg-emerald-500"
+    } else {
+        "inline-block w-2.5 h-2.5 rounded-full bg-red-500"
+    };
     view! { <span class=class aria-label=if ok { "ok" } else { "down" }></span> }
+}
+
+/// The signed-in user and a sign-out button (a POST form: sign-out is a mutation).
+#[component]
+fn UserBox() -> impl IntoView {
+    // Keyed on the path: signing in or out navigates, and the box must follow.
+    let location = use_location();
+    let who = Resource::new(move || location.pathname.get(), |_| whoami());
+    let logout = ServerAction::<Logout>::new();
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match who.await {
+                    Ok(Some(m)) => view! {
+                        <div class="flex items-center gap-2 text-sm">
+                            <span data-testid="whoami">{m.username.clone()}<span class="muted">" · "{m.role.clone()}</span></span>
+                            <ActionForm action=logout><button class="btn" type="submit">"Sign out"</button></ActionForm>
+                        </div>
+                    }.into_any(),
+                    _ => view! { <a class="btn" href="/login">"Sign in"</a> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
 }

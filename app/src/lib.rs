@@ -2,9 +2,13 @@
 //! the server functions they call. Built twice: `ssr` for the server, `hydrate` for wasm.
 #![recursion_limit = "256"]
 
+pub mod auth;
 pub mod error;
+#[cfg(feature = "ssr")]
+pub mod guard;
 pub mod layout;
 pub mod pages;
+pub mod policy;
 #[cfg(feature = "ssr")]
 pub mod state;
 
@@ -16,16 +20,21 @@ use leptos_router::{
 };
 
 use crate::layout::Frame;
-use crate::pages::{not_found::NotFound, overview::OverviewPage};
+use crate::pages::{
+    audit::AuditLogPage, login::LoginPage, not_found::NotFound, overview::OverviewPage,
+};
 
 /// The HTML document around every page; the server renders it per request.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    set_content_security_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -33,6 +42,26 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App />
             </body>
         </html>
+    }
+}
+
+/// Scripts only from our origin or carrying this response's nonce (the hydration
+/// bootstrap); no inline scripts otherwise, no framing, forms post only to us.
+#[cfg(feature = "ssr")]
+fn set_content_security_policy() {
+    let (Some(resp), Some(nonce)) = (
+        use_context::<leptos_axum::ResponseOptions>(),
+        leptos::nonce::use_nonce(),
+    ) else {
+        return;
+    };
+    let csp = format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; style-src 'self'; \
+         img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; \
+         frame-ancestors 'none'; form-action 'self'"
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&csp) {
+        resp.insert_header(http::header::CONTENT_SECURITY_POLICY, v);
     }
 }
 
@@ -46,6 +75,8 @@ pub fn App() -> impl IntoView {
             <Frame>
                 <Routes fallback=NotFound>
                     <Route path=StaticSegment("") view=OverviewPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("login") view=LoginPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("audit") view=AuditLogPage ssr=SsrMode::Async />
                 </Routes>
             </Frame>
         </Router>

@@ -1,4 +1,6 @@
 //! One module per page, each with the server functions it calls.
 
+pub mod audit;
+pub mod login;
 pub mod not_found;
 pub mod overview;

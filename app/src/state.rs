@@ -14,5 +14,6 @@ pub struct AppState {
 }
 
 pub fn app_state() -> Result<AppState, AppError> {
-    leptos::prelude::use_context::<AppState>().ok_or_else(|| AppError::internal("AppState missing from context"))
+    leptos::prelude::use_context::<AppState>()
+        .ok_or_else(|| AppError::internal("AppState missing from context"))
 }

@@ -21,9 +21,17 @@ pub async fn management_version(management_url: &str) -> Option<String> {
     struct Overview {
         rabbitmq_version: String,
     }
-    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(3)).build().ok()?;
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .build()
+        .ok()?;
     let (base, user, pass) = crate::management::split_credentials(management_url);
-    let resp = client.get(format!("{base}/api/overview")).basic_auth(user, Some(pass)).send().await.ok()?;
+    let resp = client
+        .get(format!("{base}/api/overview"))
+        .basic_auth(user, Some(pass))
+        .send()
+        .await
+        .ok()?;
     let o: Overview = resp.error_for_status().ok()?.json().await.ok()?;
     Some(format!("RabbitMQ {}", o.rabbitmq_version))
 }

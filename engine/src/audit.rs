@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{PgExecutor, QueryBuilder, Postgres};
+use sqlx::{PgExecutor, Postgres, QueryBuilder};
 
 use crate::auth::Principal;
 
@@ -42,7 +42,13 @@ pub async fn record(db: impl PgExecutor<'_>, e: Entry<'_>) -> Result<i64, sqlx::
 
 /// For actions by the CLI (e.g. `revenant user add`), which has no session.
 pub fn cli_principal() -> Principal {
-    Principal { username: format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".into())), role: crate::auth::Role::Admin }
+    Principal {
+        username: format!(
+            "cli:{}",
+            std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+        ),
+        role: crate::auth::Role::Admin,
+    }
 }
 
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -70,7 +76,11 @@ pub struct AuditFilter {
 }
 
 /// A page of entries, newest first; one more than `limit` is fetched to tell if more exist.
-pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    f: &AuditFilter,
+    limit: i64,
+) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT id, at, actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail FROM audit_log WHERE true",
     );
@@ -81,9 +91,17 @@ pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Resul
         q.push(" AND action = ").push_bind(a.clone());
     }
     if let Some(t) = &f.text {
-        let pat = format!("%{}%", t.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
-        q.push(" AND (coalesce(target, '') ILIKE ").push_bind(pat.clone());
-        q.push(" OR coalesce(detail::text, '') ILIKE ").push_bind(pat).push(")");
+        let pat = format!(
+            "%{}%",
+            t.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        q.push(" AND (coalesce(target, '') ILIKE ")
+            .push_bind(pat.clone());
+        q.push(" OR coalesce(detail::text, '') ILIKE ")
+            .push_bind(pat)
+            .push(")");
     }
     if let Some(b) = f.before_id {
         q.push(" AND id < ").push_bind(b);

@@ -6,8 +6,10 @@ pub mod amqp;
 pub mod audit;
 pub mod auth;
 pub mod db;
+pub mod dead_letter;
 pub mod health;
 pub mod management;
+pub mod outbox;
 pub mod settings;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

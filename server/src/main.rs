@@ -3,7 +3,9 @@
 //! alone, and several copies of each can run against the same databases and broker.
 
 mod probes;
+mod security;
 mod telemetry;
+mod user_cmd;
 mod web;
 
 use std::process::ExitCode;
@@ -13,7 +15,11 @@ use clap::{Parser, Subcommand};
 use engine::settings::Settings;
 
 #[derive(Parser)]
-#[command(name = "revenant", version, about = "Console for transactional outboxes and RabbitMQ dead-letter queues")]
+#[command(
+    name = "revenant",
+    version,
+    about = "Console for transactional outboxes and RabbitMQ dead-letter queues"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,6 +38,9 @@ enum Command {
     },
     /// Create the schema and apply migrations, then exit.
     Migrate,
+    /// Manage local users.
+    #[command(subcommand)]
+    User(user_cmd::UserCommand),
 }
 
 fn main() -> ExitCode {
@@ -44,7 +53,10 @@ fn main() -> ExitCode {
         }
     };
     telemetry::init(settings.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("revenant: cannot start the async runtime: {e}");
@@ -69,7 +81,16 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Serve { no_relay, no_ingest, no_alerts } => {
+        Command::User(cmd) => {
+            let pool = engine::db::connect(&settings.database_url, 2).await?;
+            engine::db::migrate(&pool).await?;
+            user_cmd::run(cmd, &pool).await
+        }
+        Command::Serve {
+            no_relay,
+            no_ingest,
+            no_alerts,
+        } => {
             settings.roles.relay &= !no_relay;
             settings.roles.ingest &= !no_ingest;
             settings.roles.alerts &= !no_alerts;
@@ -94,7 +115,8 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };

@@ -13,17 +13,25 @@ pub struct DependencyView {
     pub detail: String,
 }
 
-#[server(prefix = "/api")]
+#[server(prefix = "/api", endpoint = "dependencies")]
 pub async fn dependency_status() -> Result<Vec<DependencyView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let (pg, mq) = futures_join(
         engine::health::postgres(&state.pool),
-        engine::health::rabbitmq(&state.settings.amqp_url, state.settings.management_url.as_deref()),
+        engine::health::rabbitmq(
+            &state.settings.amqp_url,
+            state.settings.management_url.as_deref(),
+        ),
     )
     .await;
     Ok([pg, mq]
         .into_iter()
-        .map(|d| DependencyView { name: d.name.to_string(), ok: d.ok, detail: d.detail })
+        .map(|d| DependencyView {
+            name: d.name.to_string(),
+            ok: d.ok,
+            detail: d.detail,
+        })
         .collect())
 }
 
@@ -36,7 +44,8 @@ async fn futures_join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output
 pub fn OverviewPage() -> impl IntoView {
     let deps = Resource::new(|| (), |_| dependency_status());
     Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || deps.refetch(), std::time::Duration::from_secs(5));
+        let handle =
+            set_interval_with_handle(move || deps.refetch(), std::time::Duration::from_secs(5));
         on_cleanup(move || {
             if let Ok(h) = handle {
                 h.clear();

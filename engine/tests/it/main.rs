@@ -2,3 +2,4 @@
 //! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
 
 mod auth;
+mod relay;

@@ -1,0 +1,154 @@
+//! The audit log: every operator and admin action, newest first. Read-only by design.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use serde::{Deserialize, Serialize};
+
+use crate::error::AppError;
+use crate::layout::{ErrorBox, PageTitle};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AuditView {
+    pub id: i64,
+    pub at: String,
+    pub actor: String,
+    pub actor_role: String,
+    pub source_ip: String,
+    pub action: String,
+    pub target: String,
+    pub filter: String,
+    pub item_count: i64,
+    pub outcome: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AuditPage {
+    pub rows: Vec<AuditView>,
+    pub next_before: Option<i64>,
+}
+
+#[server(prefix = "/api", endpoint = "audit/list")]
+pub async fn audit_list(
+    actor: Option<String>,
+    action: Option<String>,
+    text: Option<String>,
+    before: Option<i64>,
+) -> Result<AuditPage, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let clean = |s: Option<String>| s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let filter = engine::audit::AuditFilter {
+        actor: clean(actor),
+        action: clean(action),
+        text: clean(text),
+        before_id: before,
+    };
+    let (rows, more) = engine::audit::list(&state.pool, &filter, 50).await?;
+    let next_before = if more {
+        rows.last().map(|r| r.id)
+    } else {
+        None
+    };
+    let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
+    Ok(AuditPage {
+        rows: rows
+            .into_iter()
+            .map(|r| AuditView {
+                id: r.id,
+                at: r.at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                actor: r.actor,
+                actor_role: r.actor_role,
+                source_ip: r.source_ip.unwrap_or_default(),
+                action: r.action,
+                target: r.target.unwrap_or_default(),
+                filter: json(r.filter),
+                item_count: r.item_count,
+                outcome: r.outcome,
+                detail: json(r.detail),
+            })
+            .collect(),
+        next_before,
+    })
+}
+
+#[component]
+pub fn AuditLogPage() -> impl IntoView {
+    let query = use_query_map();
+    let q = move |k: &str| query.with(|m| m.get(k));
+    let page = Resource::new(
+        move || {
+            (
+                q("actor"),
+                q("action"),
+                q("text"),
+                q("before").and_then(|b| b.parse::<i64>().ok()),
+            )
+        },
+        |(actor, action, text, before)| audit_list(actor, action, text, before),
+    );
+    view! {
+        <PageTitle title="Audit log" />
+        <form method="get" class="flex flex-wrap gap-2 mb-3 items-end text-sm">
+            <label class="flex flex-col gap-0.5">"Actor"<input class="input" name="actor" prop:value=move || q("actor").unwrap_or_default() /></label>
+            <label class="flex flex-col gap-0.5">"Action"<input class="input" name="action" placeholder="e.g. outbox.retry" prop:value=move || q("action").unwrap_or_default() /></label>
+            <label class="flex flex-col gap-0.5">"Text"<input class="input" name="text" placeholder="target or detail" prop:value=move || q("text").unwrap_or_default() /></label>
+            <button class="btn" type="submit">"Filter"</button>
+            <a class="btn" href="/audit">"Clear"</a>
+        </form>
+        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match page.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(p) => {
+                        let empty = p.rows.is_empty();
+                        let next = p.next_before.map(|b| {
+                            let mut params = vec![format!("before={b}")];
+                            for k in ["actor", "action", "text"] {
+                                if let Some(v) = q(k) { params.push(format!("{k}={}", urlencode(&v))); }
+                            }
+                            format!("/audit?{}", params.join("&"))
+                        });
+                        view! {
+                            <div class="card overflow-x-auto">
+                                <table class="tbl" data-testid="audit-table">
+                                    <thead><tr><th>"When"</th><th>"Who"</th><th>"From"</th><th>"Action"</th><th>"Target"</th><th>"Items"</th><th>"Outcome"</th><th>"Filter / detail"</th></tr></thead>
+                                    <tbody>
+                                        {p.rows.into_iter().map(|r| view! {
+                                            <tr>
+                                                <td class="whitespace-nowrap font-mono text-xs">{r.at}</td>
+                                                <td>{r.actor}<span class="muted text-xs">" ("{r.actor_role}")"</span></td>
+                                                <td class="font-mono text-xs">{r.source_ip}</td>
+                                                <td class="font-mono text-xs">{r.action}</td>
+                                                <td class="font-mono text-xs break-all">{r.target}</td>
+                                                <td class="text-right tabular-nums">{r.item_count}</td>
+                                                <td>{r.outcome}</td>
+                                                <td class="font-mono text-xs break-all max-w-md">{r.filter}" "{r.detail}</td>
+                                            </tr>
+                                        }).collect_view()}
+                                    </tbody>
+                                </table>
+                                {empty.then(|| view! { <p class="p-3 muted text-sm">"No audit entries match."</p> })}
+                            </div>
+                            {next.map(|href| view! { <a class="btn mt-3" href=href>"Older entries →"</a> })}
+                        }.into_any()
+                    }
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// Percent-encodes a query value (the browser does this for form GETs; links need it too).
+pub fn urlencode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}

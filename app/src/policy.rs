@@ -1,0 +1,22 @@
+//! Who may call what: the minimum role of every server function, by endpoint.
+//!
+//! Policy: deny by default. The server refuses any `/api/` path missing from this table,
+//! checks the caller's role against it before the function parses its arguments, and each
+//! function checks again with `guard::require`. A test fails if a registered server
+//! function is missing here.
+
+/// (endpoint under `/api/`, minimum role) — `public` means no session needed.
+pub const SERVER_FNS: &[(&str, &str)] = &[
+    ("login", "public"),
+    ("logout", "viewer"),
+    ("me", "viewer"),
+    ("dependencies", "viewer"),
+    ("audit/list", "viewer"),
+];
+
+pub fn min_role(endpoint: &str) -> Option<&'static str> {
+    SERVER_FNS
+        .iter()
+        .find(|(e, _)| *e == endpoint)
+        .map(|(_, r)| *r)
+}

@@ -1,0 +1,31 @@
+import { test, expect } from "@playwright/test";
+import { signIn, shot } from "./helpers";
+
+test("an anonymous visitor is sent to sign in, then lands on the overview", async ({ page }) => {
+  await page.goto("/audit");
+  await expect(page).toHaveURL(/\/login\?next=%2Faudit/);
+  await signIn(page, "viewer");
+  await page.goto("/");
+  const deps = page.getByTestId("dependencies");
+  await expect(deps).toContainText("PostgreSQL");
+  await expect(deps).toContainText("RabbitMQ 3.");
+  await expect(deps.getByText("reachable").first()).toBeVisible();
+  await shot(page, "overview");
+});
+
+test("a wrong password is refused with a clear message", async ({ page }) => {
+  await page.goto("/login");
+  await page.getByLabel("User name").fill("viewer");
+  await page.getByLabel("Password").fill("not the password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("alert")).toContainText("wrong user name or password");
+});
+
+test("every sign-in and sign-out is in the audit log", async ({ page }) => {
+  await signIn(page, "admin");
+  await page.goto("/audit?action=user.login");
+  await expect(page.getByTestId("audit-table")).toContainText("admin");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await expect(page).toHaveURL(/\/login/);
+  await shot(page, "signed-out");
+});

@@ -1,0 +1,25 @@
+//! Dead letters: read from RabbitMQ DLQs, stored whole, grouped by how they failed.
+//!
+//! Policy (design invariant 1): the ingester acks a dead letter only after the transaction
+//! that stores it has committed; a redelivery of the same message maps to the same row via a
+//! natural key, so a crash between commit and ack costs nothing. Bodies are bytes and headers
+//! keep their AMQP types, so what is stored can be replayed exactly as it arrived.
+//!
+//! - `headers`: AMQP header tables ⇄ typed JSON, lossless.
+//! - `x_death`, `reason`: what RabbitMQ and the application say about the failure.
+//! - `fingerprint`: which failures are "the same"; `received`: a delivery and its derivations.
+//! - `store`, `model`: the tables and their rows; `body`: bytes for display.
+//! - `ingest`: the consumer role; `depth`: broker-side queue depth samples.
+
+pub mod body;
+pub mod depth;
+pub mod fingerprint;
+pub mod headers;
+pub mod ingest;
+pub mod model;
+pub mod reason;
+pub mod received;
+pub mod store;
+pub mod x_death;
+
+pub use received::Received;

@@ -1,0 +1,231 @@
+//! The application's own account of a failure, read from the headers its framework set.
+//!
+//! Policy: the first convention that yields something wins, in this order: explicit
+//! `x-exception-type`/`x-exception-message`; `x-exception` (text "Type: message" or a table);
+//! Spring AMQP's `x-exception-message` + `x-exception-stacktrace` (type from the trace's
+//! first line); `x-error`; Celery's `exc_type`/`exc_message`, else its `task` name as the
+//! type. Results are trimmed, whitespace collapsed and capped, so a stack trace pasted into a
+//! header cannot bloat every row; the untouched headers stay in the `headers` column.
+
+use lapin::types::{AMQPValue, FieldTable};
+
+use super::headers::as_text;
+
+pub const MAX_TYPE: usize = 200;
+pub const MAX_MESSAGE: usize = 2000;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppError {
+    pub error_type: Option<String>,
+    pub message: Option<String>,
+}
+
+/// Collapses whitespace and caps at `max` bytes (on a character boundary); empty → None.
+pub fn normalise(s: &str, max: usize) -> Option<String> {
+    let collapsed = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.is_empty() {
+        return None;
+    }
+    let mut end = collapsed.len().min(max);
+    while !collapsed.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(collapsed[..end].to_string())
+}
+
+/// "com.acme.OrderException: order 5 not found" → (type, message), when the text starts with
+/// something shaped like a type name.
+fn split_typed(text: &str) -> (Option<String>, Option<String>) {
+    let first_line = text.lines().next().unwrap_or("").trim();
+    if let Some((ty, msg)) = first_line.split_once(':') {
+        let looks_like_type = !ty.is_empty()
+            && !ty.contains(char::is_whitespace)
+            && ty
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '$' | ':'));
+        if looks_like_type {
+            return (normalise(ty, MAX_TYPE), normalise(msg, MAX_MESSAGE));
+        }
+    }
+    (None, normalise(first_line, MAX_MESSAGE))
+}
+
+pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
+    let Some(h) = headers.map(FieldTable::inner) else {
+        return AppError::default();
+    };
+    let text = |k: &str| h.get(k).and_then(as_text);
+
+    let ex_type = text("x-exception-type");
+    let ex_msg = text("x-exception-message");
+    if ex_type.is_some() {
+        return AppError {
+            error_type: ex_type.and_then(|t| normalise(&t, MAX_TYPE)),
+            message: ex_msg.and_then(|m| normalise(&m, MAX_MESSAGE)),
+        };
+    }
+    match h.get("x-exception") {
+        Some(AMQPValue::FieldTable(t)) => {
+            let get = |k: &str| t.inner().get(k).and_then(as_text);
+            let ty = get("type").or_else(|| get("class")).or_else(|| get("name"));
+            let msg = get("message").or_else(|| get("msg"));
+            if ty.is_some() || msg.is_some() {
+                return AppError {
+                    error_type: ty.and_then(|t| normalise(&t, MAX_TYPE)),
+                    message: msg.and_then(|m| normalise(&m, MAX_MESSAGE)),
+                };
+            }
+        }
+        Some(v) => {
+            if let Some(s) = as_text(v) {
+                let (error_type, message) = split_typed(&s);
+                return AppError {
+                    error_type,
+                    message,
+                };
+            }
+        }
+        None => {}
+    }
+    // Spring AMQP's RepublishMessageRecoverer: the message, and a trace whose first line
+    // names the exception class.
+    let trace = text("x-exception-stacktrace");
+    if ex_msg.is_some() || trace.is_some() {
+        let from_trace = trace.as_deref().map(split_typed).unwrap_or_default();
+        return AppError {
+            error_type: from_trace.0,
+            message: ex_msg
+                .and_then(|m| normalise(&m, MAX_MESSAGE))
+                .or(from_trace.1),
+        };
+    }
+    if let Some(e) = text("x-error") {
+        let (error_type, message) = split_typed(&e);
+        return AppError {
+            error_type,
+            message,
+        };
+    }
+    // Celery: exception details when a result backend or middleware copies them, else the
+    // task name, which is what on-call engineers group Celery failures by.
+    let exc_type = text("exc_type");
+    let exc_msg = text("exc_message");
+    if exc_type.is_some() || exc_msg.is_some() {
+        return AppError {
+            error_type: exc_type.and_then(|t| normalise(&t, MAX_TYPE)),
+            message: exc_msg.and_then(|m| normalise(&m, MAX_MESSAGE)),
+        };
+    }
+    if let Some(task) = text("task") {
+        return AppError {
+            error_type: normalise(&format!("celery:{task}"), MAX_TYPE),
+            message: None,
+        };
+    }
+    AppError::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> FieldTable {
+        let mut t = FieldTable::default();
+        for (k, v) in pairs {
+            t.insert((*k).into(), AMQPValue::LongString((*v).into()));
+        }
+        t
+    }
+
+    #[test]
+    fn explicit_type_and_message_headers_win() {
+        let t = h(&[
+            ("x-exception-type", " ValueError "),
+            ("x-exception-message", "bad\n  amount"),
+            ("x-error", "other"),
+        ]);
+        let e = from_headers(Some(&t));
+        assert_eq!(e.error_type.as_deref(), Some("ValueError"));
+        assert_eq!(e.message.as_deref(), Some("bad amount"));
+    }
+
+    #[test]
+    fn x_exception_text_is_split_into_type_and_message() {
+        let e = from_headers(Some(&h(&[(
+            "x-exception",
+            "com.acme.NotFound: order 5 missing",
+        )])));
+        assert_eq!(e.error_type.as_deref(), Some("com.acme.NotFound"));
+        assert_eq!(e.message.as_deref(), Some("order 5 missing"));
+    }
+
+    #[test]
+    fn x_exception_as_a_table_is_read() {
+        let mut inner = FieldTable::default();
+        inner.insert("type".into(), AMQPValue::LongString("Timeout".into()));
+        inner.insert("message".into(), AMQPValue::ShortString("took 30s".into()));
+        let mut t = FieldTable::default();
+        t.insert("x-exception".into(), AMQPValue::FieldTable(inner));
+        let e = from_headers(Some(&t));
+        assert_eq!(
+            (e.error_type.as_deref(), e.message.as_deref()),
+            (Some("Timeout"), Some("took 30s"))
+        );
+    }
+
+    #[test]
+    fn spring_headers_give_the_class_from_the_stack_trace() {
+        let t = h(&[
+            ("x-exception-message", "Listener threw exception"),
+            (
+                "x-exception-stacktrace",
+                "org.springframework.amqp.AmqpRejectAndDontRequeueException: boom\n\tat x.y(Z.java:1)",
+            ),
+        ]);
+        let e = from_headers(Some(&t));
+        assert_eq!(
+            e.error_type.as_deref(),
+            Some("org.springframework.amqp.AmqpRejectAndDontRequeueException")
+        );
+        assert_eq!(e.message.as_deref(), Some("Listener threw exception"));
+    }
+
+    #[test]
+    fn a_plain_x_error_sentence_is_a_message_without_type() {
+        let e = from_headers(Some(&h(&[(
+            "x-error",
+            "could not reach the payment service: timeout",
+        )])));
+        assert_eq!(e.error_type, None);
+        assert_eq!(
+            e.message.as_deref(),
+            Some("could not reach the payment service: timeout")
+        );
+    }
+
+    #[test]
+    fn celery_task_headers_give_a_type() {
+        let e = from_headers(Some(&h(&[("task", "billing.charge"), ("id", "abc")])));
+        assert_eq!(e.error_type.as_deref(), Some("celery:billing.charge"));
+    }
+
+    #[test]
+    fn long_messages_are_capped_on_a_character_boundary() {
+        let long = "é".repeat(5000);
+        let e = from_headers(Some(&h(&[
+            ("x-exception-type", "E"),
+            ("x-exception-message", &long),
+        ])));
+        let m = e.message.unwrap();
+        assert!(m.len() <= MAX_MESSAGE && m.len() >= MAX_MESSAGE - 1);
+    }
+
+    #[test]
+    fn no_error_headers_mean_no_error() {
+        assert_eq!(from_headers(None), AppError::default());
+        assert_eq!(
+            from_headers(Some(&h(&[("foo", "bar")]))),
+            AppError::default()
+        );
+    }
+}

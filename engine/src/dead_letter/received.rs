@@ -1,0 +1,217 @@
+//! A delivery as read from a DLQ, exactly, and what the console derives from it.
+//!
+//! Policy: nothing of the message is dropped or reinterpreted on the way in: every property,
+//! the header table (typed), and the body bytes. The natural key hashes all of that with the
+//! queue, so the same message read twice (a redelivery after a crash between commit and ack)
+//! is recognised, while a message that died again carries a new `x-death` and is a new row.
+//! Two byte-identical messages published straight to a DLQ without id, timestamp or x-death
+//! collapse into one row; they are indistinguishable to an operator anyway.
+
+use chrono::{DateTime, Utc};
+use lapin::{BasicProperties, message::Delivery};
+use sha2::{Digest, Sha256};
+
+use super::{fingerprint, headers, reason, x_death};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    /// The DLQ it was read from.
+    pub queue: String,
+    /// The exchange and routing key of this delivery (the dead-letter exchange's, usually).
+    pub exchange: String,
+    pub routing_key: String,
+    pub properties: BasicProperties,
+    pub body: Vec<u8>,
+}
+
+/// What the console derives from the headers, for lists, filters and groups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derived {
+    pub reason: &'static str,
+    pub original_queue: Option<String>,
+    pub original_exchange: Option<String>,
+    pub original_routing_keys: Vec<String>,
+    pub death_count: i64,
+    pub first_death_at: Option<DateTime<Utc>>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub fingerprint: String,
+}
+
+impl Received {
+    pub fn from_delivery(queue: &str, d: &Delivery) -> Self {
+        Self {
+            queue: queue.to_string(),
+            exchange: d.exchange.as_str().to_string(),
+            routing_key: d.routing_key.as_str().to_string(),
+            properties: d.properties.clone(),
+            body: d.data.clone(),
+        }
+    }
+
+    /// The typed JSON of the header table; None when the message has no headers at all
+    /// (distinct from an empty table, which a replay must reproduce too).
+    pub fn headers_json(&self) -> Option<serde_json::Value> {
+        self.properties
+            .headers()
+            .as_ref()
+            .map(headers::table_to_json)
+    }
+
+    pub fn derive(&self) -> Derived {
+        let h = self.properties.headers().as_ref();
+        let deaths = x_death::parse(h);
+        let app = reason::from_headers(h);
+        let (
+            reason,
+            original_queue,
+            original_exchange,
+            original_routing_keys,
+            death_count,
+            first_death_at,
+        ) = match &deaths {
+            None => ("none", None, None, Vec::new(), 0, None),
+            Some(d) => {
+                let latest = d.latest();
+                let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+                (
+                    d.reason(),
+                    latest
+                        .and_then(|l| nonempty(&l.queue))
+                        .or_else(|| d.first_death_queue.clone()),
+                    latest
+                        .map(|l| l.exchange.clone())
+                        .or_else(|| d.first_death_exchange.clone()),
+                    latest.map(|l| l.routing_keys.clone()).unwrap_or_default(),
+                    d.total_count(),
+                    d.first_death_at(),
+                )
+            }
+        };
+        let fingerprint = fingerprint::fingerprint(
+            original_queue.as_deref().or(Some(self.queue.as_str())),
+            reason,
+            app.error_type.as_deref(),
+            app.message.as_deref(),
+        );
+        Derived {
+            reason,
+            original_queue,
+            original_exchange,
+            original_routing_keys,
+            death_count,
+            first_death_at,
+            error_type: app.error_type,
+            error_message: app.message,
+            fingerprint,
+        }
+    }
+
+    /// SHA-256 over the queue, every property (absent and empty told apart), the canonical
+    /// header encoding (a BTreeMap, so key order is fixed) and the body.
+    pub fn natural_key(&self) -> String {
+        let p = &self.properties;
+        let mut h = Sha256::new();
+        let mut field = |v: Option<&[u8]>| match v {
+            Some(b) => {
+                h.update([1u8]);
+                h.update((b.len() as u64).to_be_bytes());
+                h.update(b);
+            }
+            None => h.update([0u8]),
+        };
+        let s = |v: &Option<lapin::types::ShortString>| {
+            v.as_ref().map(|x| x.as_str().as_bytes().to_vec())
+        };
+        field(Some(self.queue.as_bytes()));
+        for v in [
+            s(p.content_type()),
+            s(p.content_encoding()),
+            s(p.correlation_id()),
+            s(p.reply_to()),
+            s(p.expiration()),
+            s(p.message_id()),
+            s(p.kind()),
+            s(p.user_id()),
+            s(p.app_id()),
+            s(p.cluster_id()),
+            p.delivery_mode().map(|m| vec![m]),
+            p.priority().map(|m| vec![m]),
+            p.timestamp().map(|t| t.to_be_bytes().to_vec()),
+        ] {
+            field(v.as_deref());
+        }
+        let headers = self.headers_json().map(|j| j.to_string().into_bytes());
+        field(headers.as_deref());
+        field(Some(&self.body));
+        hex::encode(h.finalize())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::types::{AMQPValue, FieldTable, ShortString};
+
+    fn msg(id: &str, body: &[u8]) -> Received {
+        Received {
+            queue: "dlq".into(),
+            exchange: "dlx".into(),
+            routing_key: "k".into(),
+            properties: BasicProperties::default().with_message_id(ShortString::from(id)),
+            body: body.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_natural_key_is_stable_and_sensitive_to_every_part() {
+        let a = msg("1", b"x");
+        assert_eq!(a.natural_key(), msg("1", b"x").natural_key());
+        assert_ne!(a.natural_key(), msg("2", b"x").natural_key());
+        assert_ne!(a.natural_key(), msg("1", b"y").natural_key());
+        let mut other_queue = msg("1", b"x");
+        other_queue.queue = "dlq2".into();
+        assert_ne!(a.natural_key(), other_queue.natural_key());
+        let mut empty_headers = msg("1", b"x");
+        empty_headers.properties = empty_headers.properties.with_headers(FieldTable::default());
+        assert_ne!(a.natural_key(), empty_headers.natural_key());
+    }
+
+    #[test]
+    fn a_message_without_x_death_has_reason_none_and_falls_back_to_its_queue() {
+        let d = msg("1", b"x").derive();
+        assert_eq!(
+            (d.reason, d.original_queue, d.death_count),
+            ("none", None, 0)
+        );
+        assert_eq!(d.fingerprint.len(), 64);
+    }
+
+    #[test]
+    fn derived_fields_come_from_x_death_and_error_headers() {
+        let mut death = FieldTable::default();
+        death.insert("reason".into(), AMQPValue::LongString("expired".into()));
+        death.insert("queue".into(), AMQPValue::LongString("work".into()));
+        death.insert("count".into(), AMQPValue::LongLongInt(3));
+        let mut h = FieldTable::default();
+        h.insert(
+            "x-death".into(),
+            AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()),
+        );
+        h.insert(
+            "x-error".into(),
+            AMQPValue::LongString("Timeout: after 30s".into()),
+        );
+        let mut r = msg("1", b"x");
+        r.properties = r.properties.with_headers(h);
+        let d = r.derive();
+        assert_eq!(
+            (d.reason, d.original_queue.as_deref(), d.death_count),
+            ("expired", Some("work"), 3)
+        );
+        assert_eq!(
+            (d.error_type.as_deref(), d.error_message.as_deref()),
+            (Some("Timeout"), Some("after 30s"))
+        );
+    }
+}

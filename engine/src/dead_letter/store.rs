@@ -1,0 +1,313 @@
+//! The dead-letter store: insert (idempotent), read, list, group, change status.
+//!
+//! Policy: `insert` is idempotent on the natural key (`ON CONFLICT DO NOTHING`), and bumps
+//! the failure group only when the row is new, in the caller's transaction, so a crash or a
+//! competing ingester can neither duplicate a message nor over-count its group. Lists are
+//! keyset-paginated on (ingested_at, id), newest first, and fetch one extra row to know
+//! whether there is a next page. Status changes take the caller's executor so the caller can
+//! write the audit entry in the same transaction.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
+
+pub use super::model::{Cursor, DeadLetter, DeadLetterSummary, FailureGroup, Page, Status};
+use super::received::Received;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("dead letter {0} not found")]
+    NotFound(i64),
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOutcome {
+    Inserted(i64),
+    /// Already stored (a redelivery, or a competing ingester got there first).
+    Duplicate(i64),
+}
+
+impl InsertOutcome {
+    pub fn id(self) -> i64 {
+        match self {
+            Self::Inserted(id) | Self::Duplicate(id) => id,
+        }
+    }
+}
+
+/// Stores one dead letter. Run it inside a transaction (`&mut *tx`): the row, its group's
+/// count and its group link must commit together.
+pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutcome, StoreError> {
+    let p = &r.properties;
+    let d = r.derive();
+    let key = r.natural_key();
+    let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| x.as_str().to_string());
+    // A timestamp PostgreSQL cannot hold (past year 262143) is stored as NULL rather than
+    // refusing the message forever; the headers and body are still kept whole.
+    let ts = p
+        .timestamp()
+        .and_then(|t| i64::try_from(t).ok())
+        .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO dead_letters (queue, natural_key, message_id, correlation_id, content_type, content_encoding,
+            amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to,
+            headers, body, body_size, exchange, routing_key, reason, original_queue, original_exchange,
+            original_routing_keys, death_count, first_death_at, error_type, error_message, fingerprint)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29)
+         ON CONFLICT ON CONSTRAINT dead_letters_natural_key_key DO NOTHING
+         RETURNING id",
+    )
+    .bind(&r.queue)
+    .bind(&key)
+    .bind(s(p.message_id()))
+    .bind(s(p.correlation_id()))
+    .bind(s(p.content_type()))
+    .bind(s(p.content_encoding()))
+    .bind(ts)
+    .bind(s(p.app_id()))
+    .bind(s(p.kind()))
+    .bind(s(p.user_id()))
+    .bind(s(p.cluster_id()))
+    .bind(p.delivery_mode().map(i16::from))
+    .bind(p.priority().map(i16::from))
+    .bind(s(p.expiration()))
+    .bind(s(p.reply_to()))
+    .bind(r.headers_json())
+    .bind(&r.body)
+    .bind(i32::try_from(r.body.len()).unwrap_or(i32::MAX))
+    .bind(&r.exchange)
+    .bind(&r.routing_key)
+    .bind(d.reason)
+    .bind(&d.original_queue)
+    .bind(&d.original_exchange)
+    .bind(&d.original_routing_keys)
+    .bind(d.death_count)
+    .bind(d.first_death_at)
+    .bind(&d.error_type)
+    .bind(&d.error_message)
+    .bind(&d.fingerprint)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(id) = inserted else {
+        let id: i64 = sqlx::query_scalar("SELECT id FROM dead_letters WHERE natural_key = $1")
+            .bind(&key)
+            .fetch_one(&mut *conn)
+            .await?;
+        return Ok(InsertOutcome::Duplicate(id));
+    };
+    let group: i64 = sqlx::query_scalar(
+        "INSERT INTO failure_groups (fingerprint, original_queue, reason, error_type, error_sample, count)
+         VALUES ($1, $2, $3, $4, $5, 1)
+         ON CONFLICT ON CONSTRAINT failure_groups_fingerprint_key
+         DO UPDATE SET count = failure_groups.count + 1, last_seen = now()
+         RETURNING id",
+    )
+    .bind(&d.fingerprint)
+    .bind(d.original_queue.as_deref().unwrap_or(&r.queue))
+    .bind(d.reason)
+    .bind(&d.error_type)
+    .bind(&d.error_message)
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE dead_letters SET group_id = $1 WHERE id = $2")
+        .bind(group)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(InsertOutcome::Inserted(id))
+}
+
+/// `insert` in its own transaction, committed before it returns: what the ingester needs
+/// before it may ack.
+pub async fn insert_committed(pool: &PgPool, r: &Received) -> Result<InsertOutcome, StoreError> {
+    let mut tx = pool.begin().await?;
+    let outcome = insert(&mut tx, r).await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+const FULL_COLUMNS: &str = "id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+    app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body, body_size,
+    exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys, death_count,
+    first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason, replay_of, ingested_at";
+
+pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<DeadLetter, StoreError> {
+    sqlx::query_as::<_, DeadLetter>(sqlx::AssertSqlSafe(format!(
+        "SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(db)
+    .await?
+    .ok_or(StoreError::NotFound(id))
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ListFilter {
+    pub queue: Option<String>,
+    pub reason: Option<String>,
+    pub group_id: Option<i64>,
+    pub status: Option<Status>,
+    /// Case-insensitive substring of the error type or message.
+    pub error_text: Option<String>,
+    /// Raw bytes the body must contain.
+    pub body_contains: Option<Vec<u8>>,
+    pub message_id: Option<String>,
+    /// Ingested at or after this instant.
+    pub newer_than: Option<DateTime<Utc>>,
+    /// Ingested before this instant.
+    pub older_than: Option<DateTime<Utc>>,
+}
+
+/// Bytes of the body that a list row carries; the detail page reads the whole body.
+pub const SUMMARY_BODY_BYTES: i32 = 512;
+
+fn escape_like(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// A page, newest first, continuing after `cursor` when given.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    f: &ListFilter,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> Result<Page, StoreError> {
+    let limit = limit.clamp(1, 1000);
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT id, queue, message_id, content_type, reason, original_queue, error_type, error_message, death_count,
+            group_id, status, body_size, substring(body from 1 for ",
+    );
+    q.push_bind(SUMMARY_BODY_BYTES)
+        .push(") AS body_head, ingested_at FROM dead_letters WHERE true");
+    if let Some(v) = &f.queue {
+        q.push(" AND queue = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.reason {
+        q.push(" AND reason = ").push_bind(v.clone());
+    }
+    if let Some(v) = f.group_id {
+        q.push(" AND group_id = ").push_bind(v);
+    }
+    if let Some(v) = f.status {
+        q.push(" AND status = ").push_bind(v.as_str());
+    }
+    if let Some(v) = &f.error_text {
+        let pattern = format!("%{}%", escape_like(v));
+        q.push(" AND (error_message ILIKE ")
+            .push_bind(pattern.clone());
+        q.push(" OR error_type ILIKE ").push_bind(pattern).push(")");
+    }
+    if let Some(v) = &f.body_contains {
+        q.push(" AND position(")
+            .push_bind(v.clone())
+            .push("::bytea in body) > 0");
+    }
+    if let Some(v) = &f.message_id {
+        q.push(" AND message_id = ").push_bind(v.clone());
+    }
+    if let Some(v) = f.newer_than {
+        q.push(" AND ingested_at >= ").push_bind(v);
+    }
+    if let Some(v) = f.older_than {
+        q.push(" AND ingested_at < ").push_bind(v);
+    }
+    if let Some(c) = cursor {
+        q.push(" AND (ingested_at, id) < (")
+            .push_bind(c.ingested_at)
+            .push(", ")
+            .push_bind(c.id)
+            .push(")");
+    }
+    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ")
+        .push_bind(limit + 1);
+    let mut items: Vec<DeadLetterSummary> = q.build_query_as().fetch_all(db).await?;
+    let more = items.len() as i64 > limit;
+    items.truncate(limit as usize);
+    let next = if more {
+        items.last().map(|r| Cursor {
+            ingested_at: r.ingested_at,
+            id: r.id,
+        })
+    } else {
+        None
+    };
+    Ok(Page { items, next })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GroupFilter {
+    pub original_queue: Option<String>,
+    pub reason: Option<String>,
+    /// Only groups with at least one message awaiting triage.
+    pub only_awaiting: bool,
+}
+
+/// Failure groups, most recently seen first, each with its count of awaiting messages.
+pub async fn groups(
+    db: impl PgExecutor<'_>,
+    f: &GroupFilter,
+    limit: i64,
+) -> Result<Vec<FailureGroup>, StoreError> {
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.first_seen,
+            g.last_seen, g.count, a.awaiting
+         FROM failure_groups g
+         CROSS JOIN LATERAL (SELECT count(*) AS awaiting FROM dead_letters d
+                             WHERE d.group_id = g.id AND d.status = 'awaiting') a
+         WHERE true",
+    );
+    if let Some(v) = &f.original_queue {
+        q.push(" AND g.original_queue = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.reason {
+        q.push(" AND g.reason = ").push_bind(v.clone());
+    }
+    if f.only_awaiting {
+        q.push(" AND a.awaiting > 0");
+    }
+    q.push(" ORDER BY g.last_seen DESC, g.id DESC LIMIT ")
+        .push_bind(limit.clamp(1, 1000));
+    Ok(q.build_query_as().fetch_all(db).await?)
+}
+
+/// Moves `ids` to `to`, only those currently in `from` when given (e.g. awaiting → replaying,
+/// so two operators cannot both replay one message). Returns the ids actually changed.
+pub async fn set_status(
+    db: impl PgExecutor<'_>,
+    ids: &[i64],
+    from: Option<Status>,
+    to: Status,
+) -> Result<Vec<i64>, StoreError> {
+    let changed = sqlx::query_scalar(
+        "UPDATE dead_letters SET status = $2
+         WHERE id = ANY($1) AND ($3::text IS NULL OR status = $3) RETURNING id",
+    )
+    .bind(ids)
+    .bind(to.as_str())
+    .bind(from.map(Status::as_str))
+    .fetch_all(db)
+    .await?;
+    Ok(changed)
+}
+
+/// Archives `ids` with a reason; a message being replayed right now is left alone. Returns
+/// the ids actually archived.
+pub async fn archive(
+    db: impl PgExecutor<'_>,
+    ids: &[i64],
+    reason: &str,
+) -> Result<Vec<i64>, StoreError> {
+    let changed = sqlx::query_scalar(
+        "UPDATE dead_letters SET status = 'archived', archived_reason = $2
+         WHERE id = ANY($1) AND status IN ('awaiting', 'replayed') RETURNING id",
+    )
+    .bind(ids)
+    .bind(reason)
+    .fetch_all(db)
+    .await?;
+    Ok(changed)
+}

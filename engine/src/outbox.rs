@@ -1,0 +1,18 @@
+//! Revenant's own transactional outbox and the relay that publishes it to RabbitMQ.
+//!
+//! Policy (docs/OUTBOX.md has the operator's version):
+//! - a service writes its event into `outbox` in the same transaction as its business
+//!   change ([`store::enqueue`]); publishing never happens inside that transaction;
+//! - relays lease due rows with `FOR UPDATE SKIP LOCKED` in one short statement, publish
+//!   them with publisher confirms (persistent, `mandatory`, `message_id` = event id), and mark
+//!   each row published right after *its own* confirm, so a `kill -9` can re-send at most the
+//!   in-flight window (plus marks not yet committed) and never loses an event;
+//! - a return (unroutable), a nack or a confirm timeout is a failed attempt: the row retries
+//!   with capped, jittered backoff and ends `failed` after `max_attempts`; a row that can
+//!   never be published as it stands is `failed` at once and blocks nothing behind it.
+
+pub mod backoff;
+pub mod message;
+pub mod relay;
+pub mod stats;
+pub mod store;

@@ -1,0 +1,328 @@
+//! The outbox relay against the real RabbitMQ and a fresh database per test, with uniquely
+//! named exchanges and queues that each test deletes at the end.
+
+use std::{collections::HashSet, sync::Arc, sync::atomic::Ordering::Relaxed, time::Duration};
+
+use engine::{
+    outbox::{
+        relay::{self, RelayStats},
+        store::{self, NewEvent},
+    },
+    settings::RelaySettings,
+    testing::{amqp_url, fresh_db, unique},
+};
+use lapin::{
+    Channel, Connection, ExchangeKind,
+    options::{BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions},
+    types::{AMQPValue, FieldTable},
+};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+fn cfg() -> RelaySettings {
+    RelaySettings {
+        window: 16,
+        batch: 50,
+        lease: Duration::from_secs(30),
+        max_attempts: 3,
+        backoff_base: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(50),
+        poll: Duration::from_millis(100),
+        confirm_timeout: Duration::from_secs(5),
+    }
+}
+
+struct Relay {
+    stop: CancellationToken,
+    handle: JoinHandle<anyhow::Result<()>>,
+    stats: Arc<RelayStats>,
+}
+
+fn start(pool: &PgPool, cfg: RelaySettings) -> Relay {
+    let stop = CancellationToken::new();
+    let stats = Arc::new(RelayStats::default());
+    let handle = tokio::spawn(relay::run(pool.clone(), amqp_url(), cfg, stats.clone(), stop.clone()));
+    Relay { stop, handle, stats }
+}
+
+impl Relay {
+    async fn stop(self) -> Arc<RelayStats> {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .expect("relay stops within 30 s")
+            .expect("relay task did not panic")
+            .expect("relay returns Ok on shutdown");
+        self.stats
+    }
+}
+
+/// An exchange, and a queue bound to it with `routing_key` (none when `None`).
+struct Topology {
+    conn: Connection,
+    ch: Channel,
+    exchange: String,
+    queue: String,
+}
+
+async fn topology(routing_key: Option<&str>) -> Topology {
+    let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let exchange = unique("test.relay.x");
+    let queue = unique("test.relay.q");
+    ch.exchange_declare(exchange.as_str().into(), ExchangeKind::Direct, ExchangeDeclareOptions::default(), FieldTable::default())
+        .await
+        .unwrap();
+    ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    if let Some(rk) = routing_key {
+        ch.queue_bind(queue.as_str().into(), exchange.as_str().into(), rk.into(), QueueBindOptions::default(), FieldTable::default())
+            .await
+            .unwrap();
+    }
+    Topology { conn, ch, exchange, queue }
+}
+
+impl Topology {
+    /// Takes every message now in the queue.
+    async fn drain(&self) -> Vec<lapin::message::BasicGetMessage> {
+        let mut out = Vec::new();
+        let opts = BasicGetOptions { no_ack: true };
+        while let Some(m) = self.ch.basic_get(self.queue.as_str().into(), opts).await.unwrap() {
+            out.push(m);
+        }
+        out
+    }
+
+    async fn delete(self) {
+        self.ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
+        self.ch.exchange_delete(self.exchange.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
+        let _ = self.conn.close(200, "test done".into()).await;
+    }
+}
+
+/// Polls `sql` (a single bigint) until it equals `want`, or fails the test after 30 s.
+async fn wait_for(pool: &PgPool, sql: &'static str, want: i64) {
+    let mut last = -1;
+    for _ in 0..600 {
+        last = sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap();
+        if last == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("`{sql}` stayed at {last}, expected {want}");
+}
+
+async fn enqueue(pool: &PgPool, ev: NewEvent) -> Uuid {
+    store::enqueue(pool, &ev).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_published_message_carries_the_event_id_headers_and_content_type_and_is_persistent() {
+    let db = fresh_db().await;
+    let t = topology(Some("order.placed")).await;
+    let payload: Vec<u8> = vec![0xff, 0x00, 0xfe, b'{'];
+    let headers = json!({"tenant": "acme", "n": 42, "ratio": 0.5, "ok": true, "gone": null, "nested": {"a": "b"}, "list": [1, "x"]});
+    let ev = NewEvent::new("OrderPlaced", &t.exchange, "order.placed", payload.clone())
+        .with_content_type("application/vnd.acme+octets")
+        .with_headers(headers);
+    let event_id = enqueue(&db.pool, ev).await;
+    let relay = start(&db.pool, cfg());
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1).await;
+    let stats = relay.stop().await;
+
+    let msgs = t.drain().await;
+    assert_eq!(msgs.len(), 1);
+    let p = &msgs[0].delivery.properties;
+    assert_eq!(p.message_id().as_ref().map(|s| s.as_str()), Some(event_id.to_string().as_str()));
+    assert_eq!(p.content_type().as_ref().map(|s| s.as_str()), Some("application/vnd.acme+octets"));
+    assert_eq!(p.kind().as_ref().map(|s| s.as_str()), Some("OrderPlaced"));
+    assert_eq!(*p.delivery_mode(), Some(2), "persistent");
+    assert!(p.timestamp().is_some());
+    assert_eq!(msgs[0].delivery.data, payload, "body bytes unchanged");
+    let h = p.headers().as_ref().expect("headers present").inner();
+    assert_eq!(h.get("tenant"), Some(&AMQPValue::LongString("acme".into())));
+    assert_eq!(h.get("n"), Some(&AMQPValue::LongLongInt(42)));
+    assert_eq!(h.get("ratio"), Some(&AMQPValue::Double(0.5)));
+    assert_eq!(h.get("ok"), Some(&AMQPValue::Boolean(true)));
+    assert_eq!(h.get("gone"), Some(&AMQPValue::Void));
+    assert!(matches!(h.get("nested"), Some(AMQPValue::FieldTable(_))));
+    assert!(matches!(h.get("list"), Some(AMQPValue::FieldArray(_))));
+
+    let (attempts, leased): (i32, bool) =
+        sqlx::query_as("SELECT attempts, lease_owner IS NOT NULL FROM outbox WHERE event_id = $1").bind(event_id).fetch_one(&db.pool).await.unwrap();
+    assert_eq!((attempts, leased), (1, false));
+    assert_eq!(stats.published.load(Relaxed), 1);
+    assert_eq!(stats.confirm_latency().count, 1);
+    let window: Option<String> =
+        sqlx::query_scalar("SELECT detail->>'window' FROM heartbeats WHERE role = 'relay'").fetch_optional(&db.pool).await.unwrap();
+    assert_eq!(window.as_deref(), Some("16"), "the relay reports its window in its heartbeat");
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn an_unroutable_row_is_never_marked_published_and_fails_with_the_brokers_reason() {
+    let db = fresh_db().await;
+    let t = topology(None).await;
+    let event_id = enqueue(&db.pool, NewEvent::new("Lost", &t.exchange, "nowhere", b"{}".to_vec())).await;
+    let relay = start(&db.pool, cfg());
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status <> 'pending'", 1).await;
+    let stats = relay.stop().await;
+
+    let (status, attempts, err, published_at): (String, i32, Option<String>, Option<chrono::DateTime<chrono::Utc>>) =
+        sqlx::query_as("SELECT status, attempts, last_error, published_at FROM outbox WHERE event_id = $1")
+            .bind(event_id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "failed");
+    assert_eq!(attempts, 3, "max_attempts");
+    let err = err.unwrap_or_default();
+    assert!(err.contains("NO_ROUTE") && err.contains("312"), "{err}");
+    assert!(published_at.is_none());
+    assert_eq!(stats.returned.load(Relaxed), 3);
+    assert_eq!(stats.failed_final.load(Relaxed), 1);
+    assert_eq!(stats.published.load(Relaxed), 0);
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn one_bad_row_does_not_block_the_rows_behind_it() {
+    let db = fresh_db().await;
+    let t = topology(Some("k")).await;
+    // Written by a service that bypassed `enqueue`: headers that no AMQP table can carry.
+    for headers in [r#"["not", "an object"]"#, r#"{"big": 18446744073709551615}"#] {
+        sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload, headers) VALUES ('Bad', $1, 'k', '\\x00', $2::jsonb)")
+            .bind(&t.exchange)
+            .bind(headers)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    for i in 0..5 {
+        enqueue(&db.pool, NewEvent::new("Good", &t.exchange, "k", format!("{{\"i\":{i}}}"))).await;
+    }
+    // Strict mode: one row claimed and in flight at a time, so a stuck bad row would stop all.
+    let relay = start(&db.pool, RelaySettings { window: 1, batch: 1, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE event_type = 'Good' AND status = 'published'", 5).await;
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE event_type = 'Bad' AND status = 'failed' AND attempts = 1", 2).await;
+    let stats = relay.stop().await;
+
+    let errors: Vec<String> =
+        sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_type = 'Bad' ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(errors[0], "bad row: headers must be a JSON object, not an array");
+    assert!(errors[1].contains("headers.big") && errors[1].contains("64-bit"), "{}", errors[1]);
+    assert_eq!(t.drain().await.len(), 5);
+    assert_eq!(stats.failed_final.load(Relaxed), 2);
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_missing_exchange_fails_its_row_without_stalling_the_others() {
+    let db = fresh_db().await;
+    let t = topology(Some("k")).await;
+    let missing = unique("test.relay.missing");
+    let lost = enqueue(&db.pool, NewEvent::new("Lost", &missing, "k", b"{}".to_vec())).await;
+    for _ in 0..20 {
+        enqueue(&db.pool, NewEvent::new("Good", &t.exchange, "k", b"{}".to_vec())).await;
+    }
+    let relay = start(&db.pool, cfg());
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 20).await;
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'", 1).await;
+    relay.stop().await;
+    let err: Option<String> = sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_id = $1").bind(lost).fetch_one(&db.pool).await.unwrap();
+    assert!(err.as_deref().unwrap_or_default().contains("NOT_FOUND"), "{err:?}");
+    assert_eq!(t.drain().await.len(), 20);
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn two_relays_over_2000_rows_publish_every_event_exactly_once() {
+    let db = fresh_db().await;
+    let t = topology(Some("bulk")).await;
+    sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload) SELECT 'Bulk', $1, 'bulk', convert_to(g::text, 'UTF8') FROM generate_series(1, 2000) g")
+        .bind(&t.exchange)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let c = RelaySettings { window: 32, batch: 100, ..cfg() };
+    let (a, b) = (start(&db.pool, c.clone()), start(&db.pool, c));
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2000).await;
+    let (sa, sb) = (a.stop().await, b.stop().await);
+
+    let expected: HashSet<String> =
+        sqlx::query_scalar::<_, Uuid>("SELECT event_id FROM outbox").fetch_all(&db.pool).await.unwrap().iter().map(Uuid::to_string).collect();
+    let got: Vec<String> = t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
+    let distinct: HashSet<String> = got.iter().cloned().collect();
+    assert_eq!(distinct, expected, "every event id reached the queue");
+    assert_eq!(got.len(), 2000, "and none twice");
+    let (pa, pb) = (sa.published.load(Relaxed), sb.published.load(Relaxed));
+    assert_eq!(pa + pb, 2000);
+    assert!(pa > 0 && pb > 0, "both relays took a share: {pa} / {pb}");
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_respected() {
+    let db = fresh_db().await;
+    let t = topology(Some("k")).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(enqueue(&db.pool, NewEvent::new("E", &t.exchange, "k", b"{}".to_vec())).await);
+    }
+    let crashed = Uuid::new_v4();
+    sqlx::query("UPDATE outbox SET lease_owner = $1, lease_expires_at = now() - interval '1 second' WHERE event_id = ANY($2)")
+        .bind(crashed)
+        .bind(&ids[..2])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE outbox SET lease_owner = $1, lease_expires_at = now() + interval '1 hour' WHERE event_id = $2")
+        .bind(Uuid::new_v4())
+        .bind(ids[2])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let relay = start(&db.pool, cfg());
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2).await;
+    // Give the relay time to (wrongly) take the live lease too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    relay.stop().await;
+    let status: String = sqlx::query_scalar("SELECT status FROM outbox WHERE event_id = $1").bind(ids[2]).fetch_one(&db.pool).await.unwrap();
+    assert_eq!(status, "pending", "a row under another relay's live lease is left alone");
+    let got: HashSet<String> = t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
+    assert_eq!(got, ids[..2].iter().map(Uuid::to_string).collect());
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_confirms_in_flight_and_releases_the_unsent_leases() {
+    let db = fresh_db().await;
+    let t = topology(Some("k")).await;
+    sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload) SELECT 'S', $1, 'k', '\\x00' FROM generate_series(1, 2000)")
+        .bind(&t.exchange)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // One claim takes every row; one confirm at a time, so most are still unsent at the stop.
+    let relay = start(&db.pool, RelaySettings { window: 4, batch: 2000, ..cfg() });
+    wait_for(&db.pool, "SELECT least(count(*), 5) FROM outbox WHERE status = 'published'", 5).await;
+    relay.stop().await;
+
+    let published: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'published'").fetch_one(&db.pool).await.unwrap();
+    let leased: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE lease_owner IS NOT NULL").fetch_one(&db.pool).await.unwrap();
+    assert!(published < 2000, "the stop came too late to test anything");
+    assert_eq!(leased, 0, "every lease was released or cleared by a mark");
+    assert_eq!(t.drain().await.len() as i64, published, "each message that reached the queue is marked published");
+    t.delete().await;
+    db.drop_db().await;
+}
