@@ -24,19 +24,12 @@ impl Caller {
 
 #[server(prefix = "/api", endpoint = "me")]
 pub async fn whoami() -> Result<Option<Caller>, AppError> {
-    Ok(crate::guard::principal().map(|p| Caller {
-        username: p.username,
-        role: p.role.as_str().to_string(),
-    }))
+    Ok(crate::guard::principal().map(|p| Caller { username: p.username, role: p.role.as_str().to_string() }))
 }
 
 /// Only same-site relative paths are followed after sign-in (no open redirect).
 pub fn safe_next(next: &str) -> String {
-    if next.starts_with('/')
-        && !next.starts_with("//")
-        && !next.contains('\\')
-        && !next.starts_with("/api/")
-    {
+    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') && !next.starts_with("/api/") {
         next.to_string()
     } else {
         "/".to_string()
@@ -44,11 +37,7 @@ pub fn safe_next(next: &str) -> String {
 }
 
 #[server(prefix = "/api", endpoint = "login")]
-pub async fn login(
-    username: String,
-    password: String,
-    next: Option<String>,
-) -> Result<(), AppError> {
+pub async fn login(username: String, password: String, next: Option<String>) -> Result<(), AppError> {
     use engine::auth::{self, AuthError};
     let state = crate::state::app_state()?;
     let username = username.trim().to_string();
@@ -63,9 +52,7 @@ pub async fn login(
             return Err(AppError::Invalid("wrong user name or password".into()));
         }
         Err(AuthError::RateLimited) => {
-            return Err(AppError::Forbidden(
-                "too many failed sign-ins; try again in a few minutes".into(),
-            ));
+            return Err(AppError::Forbidden("too many failed sign-ins; try again in a few minutes".into()));
         }
         Err(e) => return Err(AppError::internal(e)),
     };
@@ -83,20 +70,11 @@ pub async fn login(
         },
     )
     .await?;
-    let secure = if state.settings.auth.secure_cookies {
-        "; Secure"
-    } else {
-        ""
-    };
-    let cookie = format!(
-        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
-        ttl.as_secs()
-    );
+    let secure = if state.settings.auth.secure_cookies { "; Secure" } else { "" };
+    let cookie =
+        format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", ttl.as_secs());
     let resp = expect_context::<leptos_axum::ResponseOptions>();
-    resp.append_header(
-        http::header::SET_COOKIE,
-        http::HeaderValue::from_str(&cookie).map_err(AppError::internal)?,
-    );
+    resp.append_header(http::header::SET_COOKIE, http::HeaderValue::from_str(&cookie).map_err(AppError::internal)?);
     leptos_axum::redirect(&safe_next(next.as_deref().unwrap_or("/")));
     Ok(())
 }
@@ -126,9 +104,7 @@ pub async fn logout() -> Result<(), AppError> {
     let resp = expect_context::<leptos_axum::ResponseOptions>();
     resp.append_header(
         http::header::SET_COOKIE,
-        http::HeaderValue::from_static(
-            "revenant_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-        ),
+        http::HeaderValue::from_static("revenant_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
     );
     leptos_axum::redirect("/login");
     Ok(())
@@ -137,10 +113,7 @@ pub async fn logout() -> Result<(), AppError> {
 #[cfg(feature = "ssr")]
 pub fn session_token() -> Option<String> {
     let parts = use_context::<http::request::Parts>()?;
-    cookie_value(
-        parts.headers.get(http::header::COOKIE)?.to_str().ok()?,
-        SESSION_COOKIE,
-    )
+    cookie_value(parts.headers.get(http::header::COOKIE)?.to_str().ok()?, SESSION_COOKIE)
 }
 
 /// The value of one cookie in a `Cookie` header.
@@ -165,10 +138,7 @@ mod tests {
 
     #[test]
     fn a_cookie_is_found_among_others() {
-        assert_eq!(
-            cookie_value("a=1; revenant_session=abc; b=2", "revenant_session").as_deref(),
-            Some("abc")
-        );
+        assert_eq!(cookie_value("a=1; revenant_session=abc; b=2", "revenant_session").as_deref(), Some("abc"));
         assert_eq!(cookie_value("a=1", "revenant_session"), None);
     }
 }

@@ -34,9 +34,7 @@ impl FromServerFnError for AppError {
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
         match value {
             ServerFnErrorErr::Args(m) | ServerFnErrorErr::MissingArg(m) => AppError::Invalid(m),
-            ServerFnErrorErr::Request(m) | ServerFnErrorErr::Deserialization(m) => {
-                AppError::Transport(m)
-            }
+            ServerFnErrorErr::Request(m) | ServerFnErrorErr::Deserialization(m) => AppError::Transport(m),
             other => AppError::Transport(other.to_string()),
         }
     }
@@ -71,9 +69,7 @@ impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> Self {
         match e {
             sqlx::Error::RowNotFound => AppError::NotFound("no such row".into()),
-            sqlx::Error::PoolTimedOut => {
-                AppError::Unavailable("PostgreSQL is not answering".into())
-            }
+            sqlx::Error::PoolTimedOut => AppError::Unavailable("PostgreSQL is not answering".into()),
             other => AppError::internal(other),
         }
     }

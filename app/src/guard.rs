@@ -19,11 +19,7 @@ pub fn client_ip() -> Option<String> {
 pub fn require(min: Role) -> Result<Principal, AppError> {
     let p = principal().ok_or(AppError::Unauthenticated)?;
     if p.role < min {
-        return Err(AppError::Forbidden(format!(
-            "this needs the {} role; you are {}",
-            min.as_str(),
-            p.role.as_str()
-        )));
+        return Err(AppError::Forbidden(format!("this needs the {} role; you are {}", min.as_str(), p.role.as_str())));
     }
     Ok(p)
 }

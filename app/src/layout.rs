@@ -20,11 +20,7 @@ pub fn Frame(children: Children) -> impl IntoView {
     let link = move |href: &'static str, label: &'static str| {
         let active = move || {
             let p = location.pathname.get();
-            if href == "/" {
-                p == "/"
-            } else {
-                p.starts_with(href)
-            }
+            if href == "/" { p == "/" } else { p.starts_with(href) }
         };
         view! {
             <a

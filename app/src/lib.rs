@@ -20,9 +20,7 @@ use leptos_router::{
 };
 
 use crate::layout::Frame;
-use crate::pages::{
-    audit::AuditLogPage, login::LoginPage, not_found::NotFound, overview::OverviewPage,
-};
+use crate::pages::{audit::AuditLogPage, login::LoginPage, not_found::NotFound, overview::OverviewPage};
 
 /// The HTML document around every page; the server renders it per request.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -49,10 +47,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 /// bootstrap); no inline scripts otherwise, no framing, forms post only to us.
 #[cfg(feature = "ssr")]
 fn set_content_security_policy() {
-    let (Some(resp), Some(nonce)) = (
-        use_context::<leptos_axum::ResponseOptions>(),
-        leptos::nonce::use_nonce(),
-    ) else {
+    let (Some(resp), Some(nonce)) = (use_context::<leptos_axum::ResponseOptions>(), leptos::nonce::use_nonce()) else {
         return;
     };
     let csp = format!(

@@ -15,8 +15,5 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
 ];
 
 pub fn min_role(endpoint: &str) -> Option<&'static str> {
-    SERVER_FNS
-        .iter()
-        .find(|(e, _)| *e == endpoint)
-        .map(|(_, r)| *r)
+    SERVER_FNS.iter().find(|(e, _)| *e == endpoint).map(|(_, r)| *r)
 }

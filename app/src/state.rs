@@ -11,9 +11,11 @@ use crate::error::AppError;
 pub struct AppState {
     pub pool: PgPool,
     pub settings: Arc<Settings>,
+    pub sources: Arc<Vec<engine::sources::Source>>,
+    pub relay_stats: Arc<engine::outbox::stats::RelayStats>,
+    pub ingest_stats: Arc<engine::dead_letter::ingest::IngestStats>,
 }
 
 pub fn app_state() -> Result<AppState, AppError> {
-    leptos::prelude::use_context::<AppState>()
-        .ok_or_else(|| AppError::internal("AppState missing from context"))
+    leptos::prelude::use_context::<AppState>().ok_or_else(|| AppError::internal("AppState missing from context"))
 }

@@ -9,9 +9,7 @@ use lapin::{Connection, ConnectionProperties};
 
 pub async fn connect(url: &str, name: &str) -> anyhow::Result<Connection> {
     let props = ConnectionProperties::default().with_connection_name(name.into());
-    Connection::connect(url, props)
-        .await
-        .with_context(|| format!("cannot connect to RabbitMQ (AMQP_URL) as {name}"))
+    Connection::connect(url, props).await.with_context(|| format!("cannot connect to RabbitMQ (AMQP_URL) as {name}"))
 }
 
 /// The broker's version, from the management API (AMQP 0-9-1 server properties are not
@@ -21,17 +19,9 @@ pub async fn management_version(management_url: &str) -> Option<String> {
     struct Overview {
         rabbitmq_version: String,
     }
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(3))
-        .build()
-        .ok()?;
+    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(3)).build().ok()?;
     let (base, user, pass) = crate::management::split_credentials(management_url);
-    let resp = client
-        .get(format!("{base}/api/overview"))
-        .basic_auth(user, Some(pass))
-        .send()
-        .await
-        .ok()?;
+    let resp = client.get(format!("{base}/api/overview")).basic_auth(user, Some(pass)).send().await.ok()?;
     let o: Overview = resp.error_for_status().ok()?.json().await.ok()?;
     Some(format!("RabbitMQ {}", o.rabbitmq_version))
 }

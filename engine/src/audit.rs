@@ -43,10 +43,7 @@ pub async fn record(db: impl PgExecutor<'_>, e: Entry<'_>) -> Result<i64, sqlx::
 /// For actions by the CLI (e.g. `revenant user add`), which has no session.
 pub fn cli_principal() -> Principal {
     Principal {
-        username: format!(
-            "cli:{}",
-            std::env::var("USER").unwrap_or_else(|_| "unknown".into())
-        ),
+        username: format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".into())),
         role: crate::auth::Role::Admin,
     }
 }
@@ -76,11 +73,7 @@ pub struct AuditFilter {
 }
 
 /// A page of entries, newest first; one more than `limit` is fetched to tell if more exist.
-pub async fn list(
-    db: impl PgExecutor<'_>,
-    f: &AuditFilter,
-    limit: i64,
-) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
+pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT id, at, actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail FROM audit_log WHERE true",
     );
@@ -91,17 +84,9 @@ pub async fn list(
         q.push(" AND action = ").push_bind(a.clone());
     }
     if let Some(t) = &f.text {
-        let pat = format!(
-            "%{}%",
-            t.replace('\\', "\\\\")
-                .replace('%', "\\%")
-                .replace('_', "\\_")
-        );
-        q.push(" AND (coalesce(target, '') ILIKE ")
-            .push_bind(pat.clone());
-        q.push(" OR coalesce(detail::text, '') ILIKE ")
-            .push_bind(pat)
-            .push(")");
+        let pat = format!("%{}%", t.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        q.push(" AND (coalesce(target, '') ILIKE ").push_bind(pat.clone());
+        q.push(" OR coalesce(detail::text, '') ILIKE ").push_bind(pat).push(")");
     }
     if let Some(b) = f.before_id {
         q.push(" AND id < ").push_bind(b);

@@ -75,10 +75,7 @@ pub const MAX_FAILURES: i64 = 5;
 pub const FAILURE_WINDOW_SECS: i64 = 300;
 
 fn valid_username(u: &str) -> bool {
-    !u.is_empty()
-        && u.len() <= 64
-        && u.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c))
+    !u.is_empty() && u.len() <= 64 && u.chars().all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c))
 }
 
 pub fn hash_password(password: &str) -> Result<String, AuthError> {
@@ -90,11 +87,7 @@ pub fn hash_password(password: &str) -> Result<String, AuthError> {
 }
 
 fn verify_password(password: &str, hash: &str) -> bool {
-    PasswordHash::new(hash).is_ok_and(|h| {
-        Argon2::default()
-            .verify_password(password.as_bytes(), &h)
-            .is_ok()
-    })
+    PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
 }
 
 pub async fn create_user(
@@ -110,20 +103,18 @@ pub async fn create_user(
         return Err(AuthError::WeakPassword);
     }
     let hash = hash_password(password)?;
-    sqlx::query_scalar(
-        "INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3) RETURNING id",
-    )
-    .bind(username)
-    .bind(hash)
-    .bind(role.as_str())
-    .fetch_one(db)
-    .await
-    .map_err(|e| match &e {
-        sqlx::Error::Database(d) if d.constraint() == Some("users_username_key") => {
-            AuthError::Exists(username.into())
-        }
-        _ => AuthError::Db(e),
-    })
+    sqlx::query_scalar("INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3) RETURNING id")
+        .bind(username)
+        .bind(hash)
+        .bind(role.as_str())
+        .fetch_one(db)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.constraint() == Some("users_username_key") => {
+                AuthError::Exists(username.into())
+            }
+            _ => AuthError::Db(e),
+        })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,20 +127,13 @@ pub struct UserRow {
 }
 
 pub async fn list_users(db: impl PgExecutor<'_>) -> Result<Vec<UserRow>, sqlx::Error> {
-    let rows: Vec<(i64, String, String, bool, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT id, username, role, disabled, created_at FROM users ORDER BY username",
-    )
-    .fetch_all(db)
-    .await?;
+    let rows: Vec<(i64, String, String, bool, DateTime<Utc>)> =
+        sqlx::query_as("SELECT id, username, role, disabled, created_at FROM users ORDER BY username")
+            .fetch_all(db)
+            .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, username, role, disabled, created_at)| UserRow {
-            id,
-            username,
-            role,
-            disabled,
-            created_at,
-        })
+        .map(|(id, username, role, disabled, created_at)| UserRow { id, username, role, disabled, created_at })
         .collect())
 }
 
@@ -222,24 +206,12 @@ pub async fn login(
     .bind(ip)
     .execute(pool)
     .await?;
-    sqlx::query("DELETE FROM login_failures WHERE username = $1")
-        .bind(username)
-        .execute(pool)
-        .await?;
-    Ok((
-        token,
-        Principal {
-            username: username.into(),
-            role,
-        },
-    ))
+    sqlx::query("DELETE FROM login_failures WHERE username = $1").bind(username).execute(pool).await?;
+    Ok((token, Principal { username: username.into(), role }))
 }
 
 /// The principal behind a session token, if the session is live and the user enabled.
-pub async fn session_principal(
-    db: impl PgExecutor<'_>,
-    token: &str,
-) -> Result<Option<Principal>, sqlx::Error> {
+pub async fn session_principal(db: impl PgExecutor<'_>, token: &str) -> Result<Option<Principal>, sqlx::Error> {
     if token.len() != 64 {
         return Ok(None);
     }
@@ -250,43 +222,25 @@ pub async fn session_principal(
     .bind(token_hash(token))
     .fetch_optional(db)
     .await?;
-    Ok(
-        row.and_then(|(username, role)| {
-            Role::parse(&role).map(|role| Principal { username, role })
-        }),
-    )
+    Ok(row.and_then(|(username, role)| Role::parse(&role).map(|role| Principal { username, role })))
 }
 
 /// The principal for a name asserted by a trusted proxy: only users that exist locally.
-pub async fn user_principal(
-    db: impl PgExecutor<'_>,
-    username: &str,
-) -> Result<Option<Principal>, sqlx::Error> {
+pub async fn user_principal(db: impl PgExecutor<'_>, username: &str) -> Result<Option<Principal>, sqlx::Error> {
     let row: Option<(String, String)> =
         sqlx::query_as("SELECT username, role FROM users WHERE username = $1 AND NOT disabled")
             .bind(username)
             .fetch_optional(db)
             .await?;
-    Ok(
-        row.and_then(|(username, role)| {
-            Role::parse(&role).map(|role| Principal { username, role })
-        }),
-    )
+    Ok(row.and_then(|(username, role)| Role::parse(&role).map(|role| Principal { username, role })))
 }
 
 pub async fn logout(db: impl PgExecutor<'_>, token: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
-        .bind(token_hash(token))
-        .execute(db)
-        .await?;
+    sqlx::query("DELETE FROM sessions WHERE token_hash = $1").bind(token_hash(token)).execute(db).await?;
     Ok(())
 }
 
-pub async fn set_role(
-    db: impl PgExecutor<'_>,
-    username: &str,
-    role: Role,
-) -> Result<bool, sqlx::Error> {
+pub async fn set_role(db: impl PgExecutor<'_>, username: &str, role: Role) -> Result<bool, sqlx::Error> {
     let r = sqlx::query("UPDATE users SET role = $2 WHERE username = $1")
         .bind(username)
         .bind(role.as_str())
@@ -295,11 +249,7 @@ pub async fn set_role(
     Ok(r.rows_affected() == 1)
 }
 
-pub async fn set_disabled(
-    db: impl PgExecutor<'_>,
-    username: &str,
-    disabled: bool,
-) -> Result<bool, sqlx::Error> {
+pub async fn set_disabled(db: impl PgExecutor<'_>, username: &str, disabled: bool) -> Result<bool, sqlx::Error> {
     let r = sqlx::query("UPDATE users SET disabled = $2 WHERE username = $1")
         .bind(username)
         .bind(disabled)

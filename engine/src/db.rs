@@ -15,11 +15,8 @@ use sqlx::{
 pub const SCHEMA: &str = "revenant";
 
 pub fn options(url: &str) -> anyhow::Result<PgConnectOptions> {
-    let opts =
-        PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
-    Ok(opts
-        .options([("search_path", "revenant,public")])
-        .application_name("revenant"))
+    let opts = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
+    Ok(opts.options([("search_path", "revenant,public")]).application_name("revenant"))
 }
 
 pub async fn connect(url: &str, max: u32) -> anyhow::Result<PgPool> {
@@ -38,10 +35,7 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     // Two processes racing on CREATE SCHEMA IF NOT EXISTS can still collide on the
     // catalog's unique index; the loser simply finds it there on retry.
     for attempt in 0..3 {
-        match sqlx::query("CREATE SCHEMA IF NOT EXISTS revenant")
-            .execute(pool)
-            .await
-        {
+        match sqlx::query("CREATE SCHEMA IF NOT EXISTS revenant").execute(pool).await {
             Ok(_) => break,
             Err(e) if attempt < 2 => {
                 tracing::debug!(error = %e, "create schema raced, retrying");
@@ -50,17 +44,12 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("cannot create schema revenant"),
         }
     }
-    sqlx::migrate!("../migrations")
-        .run(pool)
-        .await
-        .context("migrations failed")?;
+    sqlx::migrate!("../migrations").run(pool).await.context("migrations failed")?;
     Ok(())
 }
 
 /// The server's version string, e.g. "PostgreSQL 15.19".
 pub async fn server_version(pool: &PgPool) -> Result<String, sqlx::Error> {
-    let v: String = sqlx::query_scalar("SHOW server_version")
-        .fetch_one(pool)
-        .await?;
+    let v: String = sqlx::query_scalar("SHOW server_version").fetch_one(pool).await?;
     Ok(format!("PostgreSQL {v}"))
 }

@@ -11,5 +11,6 @@ pub mod health;
 pub mod management;
 pub mod outbox;
 pub mod settings;
+pub mod sources;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -22,15 +22,8 @@ mod tests {
     fn credentials_are_split_from_the_url() {
         assert_eq!(
             split_credentials("http://ops:s3cret@mq.local:15672/"),
-            (
-                "http://mq.local:15672".into(),
-                "ops".into(),
-                "s3cret".into()
-            )
+            ("http://mq.local:15672".into(), "ops".into(), "s3cret".into())
         );
-        assert_eq!(
-            split_credentials("http://mq:15672"),
-            ("http://mq:15672".into(), "guest".into(), "guest".into())
-        );
+        assert_eq!(split_credentials("http://mq:15672"), ("http://mq:15672".into(), "guest".into(), "guest".into()));
     }
 }

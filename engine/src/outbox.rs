@@ -12,7 +12,9 @@
 //!   never be published as it stands is `failed` at once and blocks nothing behind it.
 
 pub mod backoff;
+mod heartbeat;
 pub mod message;
 pub mod relay;
+mod session;
 pub mod stats;
 pub mod store;

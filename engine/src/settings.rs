@@ -13,16 +13,9 @@ pub enum SettingsError {
     #[error("config file `{path}`: {reason}")]
     File { path: String, reason: String },
     #[error("setting `{key}` ({env}): {reason}")]
-    Invalid {
-        key: &'static str,
-        env: &'static str,
-        reason: String,
-    },
+    Invalid { key: &'static str, env: &'static str, reason: String },
     #[error("setting `{key}` ({env}) is required")]
-    Missing {
-        key: &'static str,
-        env: &'static str,
-    },
+    Missing { key: &'static str, env: &'static str },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,20 +181,15 @@ pub fn load(
 ) -> Result<Settings, SettingsError> {
     let raw = match file {
         Some(path) if path.exists() => {
-            let text = std::fs::read_to_string(path).map_err(|e| SettingsError::File {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| SettingsError::File { path: path.display().to_string(), reason: e.to_string() })?;
             toml::from_str::<RawFile>(&text).map_err(|e| SettingsError::File {
                 path: path.display().to_string(),
                 reason: e.message().to_string(),
             })?
         }
         Some(path) if file_required => {
-            return Err(SettingsError::File {
-                path: path.display().to_string(),
-                reason: "no such file".into(),
-            });
+            return Err(SettingsError::File { path: path.display().to_string(), reason: "no such file".into() });
         }
         _ => RawFile::default(),
     };
@@ -231,14 +219,11 @@ fn int(
     range: std::ops::RangeInclusive<i64>,
 ) -> Result<i64, SettingsError> {
     let value = match env(envname) {
-        Some(v) => v
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| SettingsError::Invalid {
-                key,
-                env: envname,
-                reason: format!("`{v}` is not a whole number"),
-            })?,
+        Some(v) => v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("`{v}` is not a whole number"),
+        })?,
         None => file.unwrap_or(default),
     };
     if !range.contains(&value) {
@@ -262,11 +247,7 @@ fn boolean(
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "1" | "true" | "yes" | "on" => Ok(true),
             "0" | "false" | "no" | "off" => Ok(false),
-            _ => Err(SettingsError::Invalid {
-                key,
-                env: envname,
-                reason: format!("`{v}` is not true or false"),
-            }),
+            _ => Err(SettingsError::Invalid { key, env: envname, reason: format!("`{v}` is not true or false") }),
         },
         None => Ok(file.unwrap_or(default)),
     }
@@ -291,35 +272,19 @@ fn url(
 }
 
 fn list(v: Option<String>) -> Option<Vec<String>> {
-    v.map(|s| {
-        s.split(',')
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect()
-    })
+    v.map(|s| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect())
 }
 
 fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
-    let database_url = url(
-        "database_url",
-        "DATABASE_URL",
-        pick(env, "DATABASE_URL", raw.database_url),
-        &["postgres", "postgresql"],
-    )?;
-    let amqp_url = url(
-        "amqp_url",
-        "AMQP_URL",
-        pick(env, "AMQP_URL", raw.amqp_url),
-        &["amqp", "amqps"],
-    )?;
+    let database_url =
+        url("database_url", "DATABASE_URL", pick(env, "DATABASE_URL", raw.database_url), &["postgres", "postgresql"])?;
+    let amqp_url = url("amqp_url", "AMQP_URL", pick(env, "AMQP_URL", raw.amqp_url), &["amqp", "amqps"])?;
     let bind_raw = pick(env, "REVENANT_BIND", raw.bind).unwrap_or_else(|| "127.0.0.1:3000".into());
-    let bind = bind_raw
-        .parse::<SocketAddr>()
-        .map_err(|_| SettingsError::Invalid {
-            key: "bind",
-            env: "REVENANT_BIND",
-            reason: format!("`{bind_raw}` is not an address like 127.0.0.1:3000"),
-        })?;
+    let bind = bind_raw.parse::<SocketAddr>().map_err(|_| SettingsError::Invalid {
+        key: "bind",
+        env: "REVENANT_BIND",
+        reason: format!("`{bind_raw}` is not an address like 127.0.0.1:3000"),
+    })?;
     let log_format = match pick(env, "REVENANT_LOG_FORMAT", raw.log_format).as_deref() {
         None | Some("compact") => LogFormat::Compact,
         Some("json") => LogFormat::Json,
@@ -331,55 +296,23 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             });
         }
     };
-    let site_root =
-        pick(env, "REVENANT_SITE_ROOT", raw.site_root).unwrap_or_else(|| "target/site".into());
+    let site_root = pick(env, "REVENANT_SITE_ROOT", raw.site_root).unwrap_or_else(|| "target/site".into());
     // "off" switches the management API off; unset means the local default.
     let management_url = match pick(env, "REVENANT_MANAGEMENT_URL", raw.management_url).as_deref() {
         Some("off") => None,
-        Some(v) => Some(url(
-            "management_url",
-            "REVENANT_MANAGEMENT_URL",
-            Some(v.to_string()),
-            &["http", "https"],
-        )?),
+        Some(v) => Some(url("management_url", "REVENANT_MANAGEMENT_URL", Some(v.to_string()), &["http", "https"])?),
         None => Some("http://guest:guest@127.0.0.1:15672".to_string()),
     };
     let roles = Roles {
         relay: boolean("roles.relay", "REVENANT_RELAY", env, raw.roles.relay, true)?,
-        ingest: boolean(
-            "roles.ingest",
-            "REVENANT_INGEST",
-            env,
-            raw.roles.ingest,
-            true,
-        )?,
-        alerts: boolean(
-            "roles.alerts",
-            "REVENANT_ALERTS",
-            env,
-            raw.roles.alerts,
-            true,
-        )?,
+        ingest: boolean("roles.ingest", "REVENANT_INGEST", env, raw.roles.ingest, true)?,
+        alerts: boolean("roles.alerts", "REVENANT_ALERTS", env, raw.roles.alerts, true)?,
     };
     let r = raw.relay;
     let ms = |v: i64| Duration::from_millis(v as u64);
     let relay = RelaySettings {
-        window: int(
-            "relay.window",
-            "REVENANT_RELAY_WINDOW",
-            env,
-            r.window,
-            64,
-            1..=10_000,
-        )? as usize,
-        batch: int(
-            "relay.batch",
-            "REVENANT_RELAY_BATCH",
-            env,
-            r.batch,
-            200,
-            1..=10_000,
-        )?,
+        window: int("relay.window", "REVENANT_RELAY_WINDOW", env, r.window, 64, 1..=10_000)? as usize,
+        batch: int("relay.batch", "REVENANT_RELAY_BATCH", env, r.batch, 200, 1..=10_000)?,
         lease: Duration::from_secs(int(
             "relay.lease_secs",
             "REVENANT_RELAY_LEASE_SECS",
@@ -388,14 +321,8 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             30,
             1..=3600,
         )? as u64),
-        max_attempts: int(
-            "relay.max_attempts",
-            "REVENANT_RELAY_MAX_ATTEMPTS",
-            env,
-            r.max_attempts,
-            10,
-            1..=1000,
-        )? as i32,
+        max_attempts: int("relay.max_attempts", "REVENANT_RELAY_MAX_ATTEMPTS", env, r.max_attempts, 10, 1..=1000)?
+            as i32,
         backoff_base: ms(int(
             "relay.backoff_base_ms",
             "REVENANT_RELAY_BACKOFF_BASE_MS",
@@ -412,14 +339,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             300_000,
             1..=86_400_000,
         )?),
-        poll: ms(int(
-            "relay.poll_ms",
-            "REVENANT_RELAY_POLL_MS",
-            env,
-            r.poll_ms,
-            1000,
-            10..=600_000,
-        )?),
+        poll: ms(int("relay.poll_ms", "REVENANT_RELAY_POLL_MS", env, r.poll_ms, 1000, 10..=600_000)?),
         confirm_timeout: ms(int(
             "relay.confirm_timeout_ms",
             "REVENANT_RELAY_CONFIRM_TIMEOUT_MS",
@@ -429,9 +349,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             100..=600_000,
         )?),
     };
-    let queues = list(env("REVENANT_INGEST_QUEUES"))
-        .or(raw.ingest.queues)
-        .unwrap_or_default();
+    let queues = list(env("REVENANT_INGEST_QUEUES")).or(raw.ingest.queues).unwrap_or_default();
     for q in &queues {
         if q.is_empty() || q.len() > 255 {
             return Err(SettingsError::Invalid {
@@ -443,37 +361,16 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     }
     let ingest = IngestSettings {
         queues,
-        prefetch: int(
-            "ingest.prefetch",
-            "REVENANT_INGEST_PREFETCH",
-            env,
-            raw.ingest.prefetch,
-            50,
-            1..=65_535,
-        )? as u16,
+        prefetch: int("ingest.prefetch", "REVENANT_INGEST_PREFETCH", env, raw.ingest.prefetch, 50, 1..=65_535)? as u16,
     };
     let a = raw.auth;
     let auth = AuthSettings {
-        secure_cookies: boolean(
-            "auth.secure_cookies",
-            "REVENANT_SECURE_COOKIES",
-            env,
-            a.secure_cookies,
-            false,
-        )?,
-        allowed_origins: list(env("REVENANT_ALLOWED_ORIGINS"))
-            .or(a.allowed_origins)
-            .unwrap_or_default(),
+        secure_cookies: boolean("auth.secure_cookies", "REVENANT_SECURE_COOKIES", env, a.secure_cookies, false)?,
+        allowed_origins: list(env("REVENANT_ALLOWED_ORIGINS")).or(a.allowed_origins).unwrap_or_default(),
         proxy_user_header: pick(env, "REVENANT_PROXY_USER_HEADER", a.proxy_user_header),
         session_ttl: Duration::from_secs(
-            3600 * int(
-                "auth.session_ttl_hours",
-                "REVENANT_SESSION_TTL_HOURS",
-                env,
-                a.session_ttl_hours,
-                12,
-                1..=720,
-            )? as u64,
+            3600 * int("auth.session_ttl_hours", "REVENANT_SESSION_TTL_HOURS", env, a.session_ttl_hours, 12, 1..=720)?
+                as u64,
         ),
     };
     let outbox_stuck_after = Duration::from_secs(int(
@@ -497,10 +394,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             return Err(SettingsError::Invalid {
                 key: "outbox.sources",
                 env: "-",
-                reason: format!(
-                    "source `{}` needs published_flag_column or published_at_column",
-                    m.name
-                ),
+                reason: format!("source `{}` needs published_flag_column or published_at_column", m.name),
             });
         }
     }
@@ -526,17 +420,11 @@ mod tests {
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| m.get(k).cloned()
     }
 
-    const BASE: &[(&str, &str)] = &[
-        ("DATABASE_URL", "postgres://localhost/x"),
-        ("AMQP_URL", "amqp://localhost"),
-    ];
+    const BASE: &[(&str, &str)] = &[("DATABASE_URL", "postgres://localhost/x"), ("AMQP_URL", "amqp://localhost")];
 
     #[test]
     fn defaults_apply_when_only_urls_are_given() {
@@ -549,26 +437,20 @@ mod tests {
     #[test]
     fn a_missing_database_url_names_the_setting() {
         let err = build(RawFile::default(), &env_of(&[("AMQP_URL", "amqp://x")])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "setting `database_url` (DATABASE_URL) is required"
-        );
+        assert_eq!(err.to_string(), "setting `database_url` (DATABASE_URL) is required");
     }
 
     #[test]
     fn a_bad_bind_address_names_the_setting() {
         let mut e = BASE.to_vec();
         e.push(("REVENANT_BIND", "nowhere"));
-        let err = build(RawFile::default(), &env_of(&e))
-            .unwrap_err()
-            .to_string();
+        let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
         assert!(err.contains("`bind` (REVENANT_BIND)"), "{err}");
     }
 
     #[test]
     fn env_overrides_the_file() {
-        let raw: RawFile =
-            toml::from_str("bind = \"127.0.0.1:4000\"\n[relay]\nwindow = 8\n").unwrap();
+        let raw: RawFile = toml::from_str("bind = \"127.0.0.1:4000\"\n[relay]\nwindow = 8\n").unwrap();
         let mut e = BASE.to_vec();
         e.push(("REVENANT_RELAY_WINDOW", "1"));
         let s = build(raw, &env_of(&e)).unwrap();
@@ -580,9 +462,7 @@ mod tests {
     fn an_unknown_key_in_the_file_is_refused() {
         let dir = std::env::temp_dir().join(format!("revenant-settings-{}", uuid::Uuid::new_v4()));
         std::fs::write(&dir, "bnid = \"x\"\n").unwrap();
-        let err = load(Some(&dir), true, &env_of(BASE))
-            .unwrap_err()
-            .to_string();
+        let err = load(Some(&dir), true, &env_of(BASE)).unwrap_err().to_string();
         std::fs::remove_file(&dir).ok();
         assert!(err.contains("unknown field `bnid`"), "{err}");
     }
@@ -591,20 +471,13 @@ mod tests {
     fn a_window_of_zero_is_refused() {
         let mut e = BASE.to_vec();
         e.push(("REVENANT_RELAY_WINDOW", "0"));
-        let err = build(RawFile::default(), &env_of(&e))
-            .unwrap_err()
-            .to_string();
+        let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
         assert!(err.contains("relay.window"), "{err}");
     }
 
     #[test]
     fn a_named_config_file_that_is_missing_is_an_error() {
-        let err = load(
-            Some(Path::new("/nonexistent/revenant.toml")),
-            true,
-            &env_of(BASE),
-        )
-        .unwrap_err();
+        let err = load(Some(Path::new("/nonexistent/revenant.toml")), true, &env_of(BASE)).unwrap_err();
         assert!(err.to_string().contains("no such file"));
     }
 }

@@ -6,13 +6,11 @@
 use sqlx::{Connection, PgConnection, PgPool};
 
 pub fn admin_url() -> String {
-    std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
 pub fn amqp_url() -> String {
-    std::env::var("TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+    std::env::var("TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
 pub struct TestDb {
@@ -41,19 +39,15 @@ async fn sweep(admin: &mut PgConnection) {
     .await
     .unwrap_or_default();
     for name in old {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .execute(&mut *admin)
-        .await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
+            .execute(&mut *admin)
+            .await;
     }
 }
 
 pub async fn fresh_db() -> TestDb {
     let admin = admin_url();
-    let mut conn = PgConnection::connect(&admin)
-        .await
-        .expect("connect to TEST_DATABASE_URL");
+    let mut conn = PgConnection::connect(&admin).await.expect("connect to TEST_DATABASE_URL");
     SWEEP.get_or_init(|| async {}).await;
     sweep(&mut conn).await;
     let name = format!("revenant_t_{}", uuid::Uuid::new_v4().simple());
@@ -62,12 +56,8 @@ pub async fn fresh_db() -> TestDb {
         .await
         .expect("create test database");
     let url = with_db(&admin, &name);
-    let pool = crate::db::connect(&url, 10)
-        .await
-        .expect("connect to test database");
-    crate::db::migrate(&pool)
-        .await
-        .expect("migrate test database");
+    let pool = crate::db::connect(&url, 10).await.expect("connect to test database");
+    crate::db::migrate(&pool).await.expect("migrate test database");
     TestDb { pool, url, name }
 }
 
@@ -76,12 +66,9 @@ impl TestDb {
     pub async fn drop_db(self) {
         self.pool.close().await;
         if let Ok(mut conn) = PgConnection::connect(&admin_url()).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                self.name
-            )))
-            .execute(&mut conn)
-            .await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
+                .execute(&mut conn)
+                .await;
         }
     }
 }

@@ -3,6 +3,7 @@
 //! alone, and several copies of each can run against the same databases and broker.
 
 mod probes;
+mod roles;
 mod security;
 mod telemetry;
 mod user_cmd;
@@ -15,11 +16,7 @@ use clap::{Parser, Subcommand};
 use engine::settings::Settings;
 
 #[derive(Parser)]
-#[command(
-    name = "revenant",
-    version,
-    about = "Console for transactional outboxes and RabbitMQ dead-letter queues"
-)]
+#[command(name = "revenant", version, about = "Console for transactional outboxes and RabbitMQ dead-letter queues")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,6 +35,10 @@ enum Command {
     },
     /// Create the schema and apply migrations, then exit.
     Migrate,
+    /// Run only the outbox relay (several may run at once).
+    Relay,
+    /// Run only the dead-letter ingester and depth sampler for ingest.queues.
+    Ingest,
     /// Manage local users.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
@@ -53,10 +54,7 @@ fn main() -> ExitCode {
         }
     };
     telemetry::init(settings.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("revenant: cannot start the async runtime: {e}");
@@ -81,16 +79,14 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
+        Command::Relay => run_roles(settings, roles::Which { relay: true, ingest: false }).await,
+        Command::Ingest => run_roles(settings, roles::Which { relay: false, ingest: true }).await,
         Command::User(cmd) => {
             let pool = engine::db::connect(&settings.database_url, 2).await?;
             engine::db::migrate(&pool).await?;
             user_cmd::run(cmd, &pool).await
         }
-        Command::Serve {
-            no_relay,
-            no_ingest,
-            no_alerts,
-        } => {
+        Command::Serve { no_relay, no_ingest, no_alerts } => {
             settings.roles.relay &= !no_relay;
             settings.roles.ingest &= !no_ingest;
             settings.roles.alerts &= !no_alerts;
@@ -99,14 +95,42 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
     }
 }
 
+async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()> {
+    let pool = engine::db::connect(&settings.database_url, 10).await?;
+    engine::db::migrate(&pool).await?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut set = tokio::task::JoinSet::new();
+    roles::spawn(&mut set, &settings, &pool, &roles::Stats::default(), which, &shutdown);
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    roles::join(set).await
+}
+
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     let pool = engine::db::connect(&settings.database_url, 20).await?;
     engine::db::migrate(&pool).await?;
+    let sources = engine::sources::open_all(&settings, &pool).await?;
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .with_context(|| format!("cannot listen on {} (REVENANT_BIND)", settings.bind))?;
-    let state = web::app_state(pool, settings);
-    web::serve(state, listener, shutdown_signal()).await
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stats = roles::Stats::default();
+    let mut set = tokio::task::JoinSet::new();
+    let which = roles::Which { relay: settings.roles.relay, ingest: settings.roles.ingest };
+    roles::spawn(&mut set, &settings, &pool, &stats, which, &shutdown);
+    let state = web::app_state(pool, settings, sources, stats);
+    let stop = shutdown.clone();
+    let web_result = web::serve(state, listener, async move {
+        shutdown_signal().await;
+        stop.cancel();
+    })
+    .await;
+    shutdown.cancel();
+    let roles_result = roles::join(set).await;
+    web_result.and(roles_result)
 }
 
 async fn shutdown_signal() {
@@ -115,8 +139,7 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             s.recv().await;
         }
     };

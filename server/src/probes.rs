@@ -12,19 +12,9 @@ pub async fn healthz() -> impl IntoResponse {
 pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
     let (pg, mq) = tokio::join!(
         engine::health::postgres(&state.app.pool),
-        engine::health::rabbitmq(
-            &state.app.settings.amqp_url,
-            state.app.settings.management_url.as_deref()
-        )
+        engine::health::rabbitmq(&state.app.settings.amqp_url, state.app.settings.management_url.as_deref())
     );
     let ready = pg.ok && mq.ok;
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        status,
-        Json(json!({ "ready": ready, "dependencies": [pg, mq] })),
-    )
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(json!({ "ready": ready, "dependencies": [pg, mq] })))
 }

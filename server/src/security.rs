@@ -19,14 +19,7 @@ use engine::auth::{ClientIp, Principal, Role};
 
 use crate::web::ServerState;
 
-const PUBLIC_PREFIXES: &[&str] = &[
-    "/pkg/",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/favicon.svg",
-    "/login",
-];
+const PUBLIC_PREFIXES: &[&str] = &["/pkg/", "/healthz", "/readyz", "/metrics", "/favicon.svg", "/login"];
 
 fn is_safe(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
@@ -38,9 +31,7 @@ pub fn same_origin(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool 
     match headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
         Some(origin) => {
             let origin = origin.trim_end_matches('/');
-            let own = host.is_some_and(|h| {
-                origin == format!("http://{h}") || origin == format!("https://{h}")
-            });
+            let own = host.is_some_and(|h| origin == format!("http://{h}") || origin == format!("https://{h}"));
             own || allowed.iter().any(|a| a.trim_end_matches('/') == origin)
         }
         None => headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) == Some("same-origin"),
@@ -48,9 +39,7 @@ pub fn same_origin(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool 
 }
 
 pub async fn csrf(State(state): State<ServerState>, req: Request<Body>, next: Next) -> Response {
-    if !is_safe(req.method())
-        && !same_origin(req.headers(), &state.app.settings.auth.allowed_origins)
-    {
+    if !is_safe(req.method()) && !same_origin(req.headers(), &state.app.settings.auth.allowed_origins) {
         tracing::warn!(method = %req.method(), path = req.uri().path(), "refused a cross-origin mutation");
         return (StatusCode::FORBIDDEN, "cross-origin request refused\n").into_response();
     }
@@ -61,10 +50,7 @@ async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap) -> Option
     let pool = &state.app.pool;
     if let Some(h) = &state.app.settings.auth.proxy_user_header {
         if let Some(user) = headers.get(h.as_str()).and_then(|v| v.to_str().ok()) {
-            return engine::auth::user_principal(pool, user.trim())
-                .await
-                .ok()
-                .flatten();
+            return engine::auth::user_principal(pool, user.trim()).await.ok().flatten();
         }
     }
     let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
@@ -80,15 +66,7 @@ async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap) -> Option
 
 fn fn_error(status: StatusCode, err: app::error::AppError) -> Response {
     let body = serde_json::to_string(&err).unwrap_or_else(|_| "\"Internal\"".into());
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 pub async fn authenticate(
@@ -98,19 +76,14 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let principal = resolve(&state, &req.headers().clone()).await;
-    req.extensions_mut()
-        .insert(ClientIp(Some(peer.ip().to_string())));
+    req.extensions_mut().insert(ClientIp(Some(peer.ip().to_string())));
     if let Some(p) = &principal {
         req.extensions_mut().insert(p.clone());
     }
     let path = req.uri().path().to_string();
     if let Some(endpoint) = path.strip_prefix("/api/") {
         if req.method() != Method::POST {
-            return (
-                StatusCode::METHOD_NOT_ALLOWED,
-                [(header::ALLOW, "POST")],
-                "server functions take POST only\n",
-            )
+            return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")], "server functions take POST only\n")
                 .into_response();
         }
         let Some(min) = app::policy::min_role(endpoint) else {
@@ -121,38 +94,22 @@ pub async fn authenticate(
         };
         if min != "public" {
             let Some(p) = &principal else {
-                return fn_error(
-                    StatusCode::UNAUTHORIZED,
-                    app::error::AppError::Unauthenticated,
-                );
+                return fn_error(StatusCode::UNAUTHORIZED, app::error::AppError::Unauthenticated);
             };
             let need = Role::parse(min).unwrap_or(Role::Admin);
             if p.role < need {
                 return fn_error(
                     StatusCode::FORBIDDEN,
-                    app::error::AppError::Forbidden(format!(
-                        "this needs the {min} role; you are {}",
-                        p.role.as_str()
-                    )),
+                    app::error::AppError::Forbidden(format!("this needs the {min} role; you are {}", p.role.as_str())),
                 );
             }
         }
         return next.run(req).await;
     }
-    let public = PUBLIC_PREFIXES
-        .iter()
-        .any(|p| path == *p || path.starts_with(p));
+    let public = PUBLIC_PREFIXES.iter().any(|p| path == *p || path.starts_with(p));
     if !public && principal.is_none() && is_safe(req.method()) {
-        let target = req
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
-        return Redirect::to(&format!(
-            "/login?next={}",
-            app::pages::audit::urlencode(target)
-        ))
-        .into_response();
+        let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        return Redirect::to(&format!("/login?next={}", app::pages::audit::urlencode(target))).into_response();
     }
     next.run(req).await
 }
@@ -160,10 +117,7 @@ pub async fn authenticate(
 pub async fn headers(req: Request<Body>, next: Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
-    h.insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
@@ -192,55 +146,25 @@ mod tests {
 
     #[test]
     fn a_mutation_from_our_own_origin_passes() {
-        assert!(same_origin(
-            &h(&[
-                ("host", "ops.local:3000"),
-                ("origin", "http://ops.local:3000")
-            ]),
-            &[]
-        ));
+        assert!(same_origin(&h(&[("host", "ops.local:3000"), ("origin", "http://ops.local:3000")]), &[]));
     }
 
     #[test]
     fn a_mutation_from_a_foreign_origin_is_refused() {
-        assert!(!same_origin(
-            &h(&[
-                ("host", "ops.local:3000"),
-                ("origin", "https://evil.example")
-            ]),
-            &[]
-        ));
-        assert!(!same_origin(
-            &h(&[("host", "ops.local:3000"), ("origin", "null")]),
-            &[]
-        ));
+        assert!(!same_origin(&h(&[("host", "ops.local:3000"), ("origin", "https://evil.example")]), &[]));
+        assert!(!same_origin(&h(&[("host", "ops.local:3000"), ("origin", "null")]), &[]));
     }
 
     #[test]
     fn a_mutation_without_origin_needs_same_origin_fetch_metadata() {
         assert!(!same_origin(&h(&[("host", "ops.local:3000")]), &[]));
-        assert!(same_origin(
-            &h(&[
-                ("host", "ops.local:3000"),
-                ("sec-fetch-site", "same-origin")
-            ]),
-            &[]
-        ));
-        assert!(!same_origin(
-            &h(&[("host", "ops.local:3000"), ("sec-fetch-site", "cross-site")]),
-            &[]
-        ));
+        assert!(same_origin(&h(&[("host", "ops.local:3000"), ("sec-fetch-site", "same-origin")]), &[]));
+        assert!(!same_origin(&h(&[("host", "ops.local:3000"), ("sec-fetch-site", "cross-site")]), &[]));
     }
 
     #[test]
     fn an_allowed_origin_passes() {
         let allowed = vec!["https://revenant.example.com".to_string()];
-        assert!(same_origin(
-            &h(&[
-                ("host", "10.0.0.5:3000"),
-                ("origin", "https://revenant.example.com")
-            ]),
-            &allowed
-        ));
+        assert!(same_origin(&h(&[("host", "10.0.0.5:3000"), ("origin", "https://revenant.example.com")]), &allowed));
     }
 }

@@ -41,9 +41,7 @@ fn read_password() -> anyhow::Result<String> {
         return Ok(p);
     }
     let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .context("cannot read the password from standard input")?;
+    std::io::stdin().read_line(&mut line).context("cannot read the password from standard input")?;
     Ok(line.trim_end_matches(['\n', '\r']).to_string())
 }
 
@@ -51,11 +49,7 @@ pub async fn run(cmd: UserCommand, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let actor = engine::audit::cli_principal();
     let mut tx = pool.begin().await?;
     let (action, target, count) = match cmd {
-        UserCommand::Add {
-            username,
-            role,
-            if_missing,
-        } => {
+        UserCommand::Add { username, role, if_missing } => {
             let role = parse_role(&role)?;
             let password = read_password()?;
             match auth::create_user(&mut *tx, &username, &password, role).await {

@@ -38,32 +38,19 @@ pub fn router(state: ServerState) -> Router {
     Router::new()
         .route("/healthz", get(crate::probes::healthz))
         .route("/readyz", get(crate::probes::readyz))
-        .leptos_routes_with_context(&state, routes, context.clone(), move || {
-            shell(leptos.clone())
-        })
-        .fallback(leptos_axum::file_and_error_handler_with_context::<
-            ServerState,
-            _,
-        >(context, shell))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::security::authenticate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::security::csrf,
-        ))
+        .leptos_routes_with_context(&state, routes, context.clone(), move || shell(leptos.clone()))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::authenticate))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::csrf))
         .layer(axum::middleware::from_fn(crate::security::headers))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-                let path = req
-                    .extensions()
-                    .get::<axum::extract::MatchedPath>()
-                    .map(|p| p.as_str().to_string())
-                    .unwrap_or_else(|| "unmatched".into());
-                tracing::info_span!("http", method = %req.method(), path)
-            }),
-        )
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            let path = req
+                .extensions()
+                .get::<axum::extract::MatchedPath>()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "unmatched".into());
+            tracing::info_span!("http", method = %req.method(), path)
+        }))
         .with_state(state)
 }
 
@@ -72,24 +59,26 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = ServerState {
-        leptos: leptos_options(&app.settings),
-        app,
-    };
+    let state = ServerState { leptos: leptos_options(&app.settings), app };
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "web console listening");
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
-    .context("web server failed")
+    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("web server failed")
 }
 
-pub fn app_state(pool: sqlx::PgPool, settings: engine::settings::Settings) -> AppState {
+pub fn app_state(
+    pool: sqlx::PgPool,
+    settings: engine::settings::Settings,
+    sources: Vec<engine::sources::Source>,
+    stats: crate::roles::Stats,
+) -> AppState {
     AppState {
         pool,
         settings: Arc::new(settings),
+        sources: Arc::new(sources),
+        relay_stats: stats.relay,
+        ingest_stats: stats.ingest,
     }
 }

@@ -38,18 +38,10 @@ pub async fn audit_list(
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let clean = |s: Option<String>| s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-    let filter = engine::audit::AuditFilter {
-        actor: clean(actor),
-        action: clean(action),
-        text: clean(text),
-        before_id: before,
-    };
+    let filter =
+        engine::audit::AuditFilter { actor: clean(actor), action: clean(action), text: clean(text), before_id: before };
     let (rows, more) = engine::audit::list(&state.pool, &filter, 50).await?;
-    let next_before = if more {
-        rows.last().map(|r| r.id)
-    } else {
-        None
-    };
+    let next_before = if more { rows.last().map(|r| r.id) } else { None };
     let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
     Ok(AuditPage {
         rows: rows
@@ -77,14 +69,7 @@ pub fn AuditLogPage() -> impl IntoView {
     let query = use_query_map();
     let q = move |k: &str| query.with(|m| m.get(k));
     let page = Resource::new(
-        move || {
-            (
-                q("actor"),
-                q("action"),
-                q("text"),
-                q("before").and_then(|b| b.parse::<i64>().ok()),
-            )
-        },
+        move || (q("actor"), q("action"), q("text"), q("before").and_then(|b| b.parse::<i64>().ok())),
         |(actor, action, text, before)| audit_list(actor, action, text, before),
     );
     view! {
@@ -144,9 +129,7 @@ pub fn urlencode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

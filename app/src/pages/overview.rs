@@ -19,20 +19,10 @@ pub async fn dependency_status() -> Result<Vec<DependencyView>, AppError> {
     let state = crate::state::app_state()?;
     let (pg, mq) = futures_join(
         engine::health::postgres(&state.pool),
-        engine::health::rabbitmq(
-            &state.settings.amqp_url,
-            state.settings.management_url.as_deref(),
-        ),
+        engine::health::rabbitmq(&state.settings.amqp_url, state.settings.management_url.as_deref()),
     )
     .await;
-    Ok([pg, mq]
-        .into_iter()
-        .map(|d| DependencyView {
-            name: d.name.to_string(),
-            ok: d.ok,
-            detail: d.detail,
-        })
-        .collect())
+    Ok([pg, mq].into_iter().map(|d| DependencyView { name: d.name.to_string(), ok: d.ok, detail: d.detail }).collect())
 }
 
 #[cfg(feature = "ssr")]
@@ -44,8 +34,7 @@ async fn futures_join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output
 pub fn OverviewPage() -> impl IntoView {
     let deps = Resource::new(|| (), |_| dependency_status());
     Effect::new(move |_| {
-        let handle =
-            set_interval_with_handle(move || deps.refetch(), std::time::Duration::from_secs(5));
+        let handle = set_interval_with_handle(move || deps.refetch(), std::time::Duration::from_secs(5));
         on_cleanup(move || {
             if let Ok(h) = handle {
                 h.clear();

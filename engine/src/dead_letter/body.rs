@@ -38,38 +38,20 @@ pub fn render(body: &[u8], max: usize) -> RenderedBody {
             if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
                 if let Ok(pretty) = serde_json::to_string_pretty(&value) {
                     let (text, truncated) = cut(pretty, max);
-                    return RenderedBody {
-                        kind: BodyKind::Json,
-                        text,
-                        truncated,
-                        total_bytes,
-                    };
+                    return RenderedBody { kind: BodyKind::Json, text, truncated, total_bytes };
                 }
             }
         }
         let (text, truncated) = cut(text.to_string(), max);
-        return RenderedBody {
-            kind: BodyKind::Text,
-            text,
-            truncated,
-            total_bytes,
-        };
+        return RenderedBody { kind: BodyKind::Text, text, truncated, total_bytes };
     }
     let (text, truncated) = hex_dump(body, max);
-    RenderedBody {
-        kind: BodyKind::Hex,
-        text,
-        truncated,
-        total_bytes,
-    }
+    RenderedBody { kind: BodyKind::Hex, text, truncated, total_bytes }
 }
 
 /// Only objects and arrays count: a body of `42` or `"x"` reads better as the text it is.
 fn looks_like_json(text: &str) -> bool {
-    matches!(
-        text.trim_start().as_bytes().first(),
-        Some(b'{') | Some(b'[')
-    )
+    matches!(text.trim_start().as_bytes().first(), Some(b'{') | Some(b'['))
 }
 
 fn cut(mut s: String, max: usize) -> (String, bool) {
@@ -96,13 +78,7 @@ fn hex_dump(body: &[u8], max: usize) -> (String, bool) {
             }
         }
         line.push_str("  |");
-        line.extend(chunk.iter().map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                b as char
-            } else {
-                '.'
-            }
-        }));
+        line.extend(chunk.iter().map(|&b| if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' }));
         line.push_str("|\n");
         if out.len() + line.len() > max {
             return (out, true);
@@ -152,10 +128,7 @@ mod tests {
     fn huge_bodies_are_truncated_and_flagged() {
         let big = vec![b'a'; 10 * 1024 * 1024];
         let r = render(&big, 512);
-        assert_eq!(
-            (r.kind, r.text.len(), r.truncated, r.total_bytes),
-            (BodyKind::Text, 512, true, big.len())
-        );
+        assert_eq!((r.kind, r.text.len(), r.truncated, r.total_bytes), (BodyKind::Text, 512, true, big.len()));
         let mut bin = big.clone();
         bin[0] = 0xff;
         let r = render(&bin, 512);
@@ -176,13 +149,7 @@ mod tests {
     fn no_input_makes_it_panic() {
         let deep = "[".repeat(100_000);
         assert_eq!(render(deep.as_bytes(), 10).kind, BodyKind::Text);
-        for body in [
-            &b""[..],
-            b"\xf0\x28\x8c\x28",
-            b"{\"a\":\"\\ud800\"}",
-            b"\x00",
-            b"[1e999999]",
-        ] {
+        for body in [&b""[..], b"\xf0\x28\x8c\x28", b"{\"a\":\"\\ud800\"}", b"\x00", b"[1e999999]"] {
             for max in [0, 1, 7, 80, usize::MAX] {
                 let r = render(body, max);
                 assert!(r.text.len() <= max);

@@ -30,40 +30,22 @@ pub struct QueueSample {
 fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
         })
         .collect()
 }
 
-async fn unacked(
-    http: &reqwest::Client,
-    management_url: &str,
-    vhost: &str,
-    queue: &str,
-) -> Option<i64> {
+async fn unacked(http: &reqwest::Client, management_url: &str, vhost: &str, queue: &str) -> Option<i64> {
     #[derive(serde::Deserialize)]
     struct Q {
         messages_unacknowledged: Option<i64>,
     }
     let (base, user, pass) = crate::management::split_credentials(management_url);
     let url = format!("{base}/api/queues/{}/{}", encode(vhost), encode(queue));
-    let resp = http
-        .get(url)
-        .basic_auth(user, Some(pass))
-        .send()
-        .await
-        .ok()?;
-    // A queue just created has no stats yet: the field is missing until the first tick.
-    resp.error_for_status()
-        .ok()?
-        .json::<Q>()
-        .await
-        .ok()?
-        .messages_unacknowledged
-        .or(Some(0))
+    let resp = http.get(url).basic_auth(user, Some(pass)).send().await.ok()?;
+    // A queue just created has no stats until the broker's next statistics tick: None, not 0.
+    resp.error_for_status().ok()?.json::<Q>().await.ok()?.messages_unacknowledged
 }
 
 /// Samples each queue once and writes the rows; returns how many were written.
@@ -81,14 +63,8 @@ pub async fn sample_once(
             continue;
         };
         // A passive declare of a missing queue closes its channel: one channel per queue.
-        let ch = conn
-            .create_channel()
-            .await
-            .context("cannot open a channel")?;
-        let opts = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
+        let ch = conn.create_channel().await.context("cannot open a channel")?;
+        let opts = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
         let q = match ch.queue_declare(name, opts, FieldTable::default()).await {
             Ok(q) => q,
             Err(e) => {
@@ -101,28 +77,22 @@ pub async fn sample_once(
             Some(m) => unacked(http, m, vhost, queue).await,
             None => None,
         };
-        sqlx::query(
-            "INSERT INTO queue_samples (queue, ready, unacked, consumers) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(queue)
-        .bind(i64::from(q.message_count()))
-        .bind(unacked)
-        .bind(i64::from(q.consumer_count()))
-        .execute(pool)
-        .await
-        .context("cannot write a queue sample")?;
+        sqlx::query("INSERT INTO queue_samples (queue, ready, unacked, consumers) VALUES ($1, $2, $3, $4)")
+            .bind(queue)
+            .bind(i64::from(q.message_count()))
+            .bind(unacked)
+            .bind(i64::from(q.consumer_count()))
+            .execute(pool)
+            .await
+            .context("cannot write a queue sample")?;
         written += 1;
     }
     Ok(written)
 }
 
 pub async fn prune(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
-    let cutoff =
-        Utc::now() - chrono::Duration::from_std(RETENTION).unwrap_or(chrono::Duration::days(7));
-    let res = sqlx::query("DELETE FROM queue_samples WHERE at < $1")
-        .bind(cutoff)
-        .execute(db)
-        .await?;
+    let cutoff = Utc::now() - chrono::Duration::from_std(RETENTION).unwrap_or(chrono::Duration::days(7));
+    let res = sqlx::query("DELETE FROM queue_samples WHERE at < $1").bind(cutoff).execute(db).await?;
     Ok(res.rows_affected())
 }
 
@@ -138,10 +108,7 @@ pub async fn run_sampler(
     let vhost = lapin::uri::AMQPUri::from_str(&amqp_url)
         .map_err(|e| anyhow::anyhow!("AMQP_URL is not a valid AMQP URI: {e}"))?
         .vhost;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3))
-        .build()
-        .context("http client")?;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().context("http client")?;
     let mut conn: Option<Connection> = None;
     let mut last_prune: Option<std::time::Instant> = None;
     loop {
@@ -155,9 +122,7 @@ pub async fn run_sampler(
             };
         }
         if let Some(c) = &conn {
-            if let Err(e) =
-                sample_once(&pool, c, &http, management_url.as_deref(), &vhost, &queues).await
-            {
+            if let Err(e) = sample_once(&pool, c, &http, management_url.as_deref(), &vhost, &queues).await {
                 tracing::warn!(error = format!("{e:#}"), "depth sampling failed");
             }
         }

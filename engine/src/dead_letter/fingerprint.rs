@@ -16,12 +16,7 @@ pub fn fingerprint(
 ) -> String {
     let mut h = Sha256::new();
     let normalised = message.map(normalise_message);
-    for part in [
-        original_queue,
-        Some(reason),
-        error_type,
-        normalised.as_deref(),
-    ] {
+    for part in [original_queue, Some(reason), error_type, normalised.as_deref()] {
         match part {
             Some(p) => {
                 h.update([1u8]);
@@ -49,11 +44,9 @@ fn segment(s: &str, out: &mut String) {
     // Long all-hex runs are ids even without a digit ("deadbeef"); English words of 8+
     // letters drawn from a–f alone are rare enough to accept the risk.
     let all_hex = s.chars().all(|c| c.is_ascii_hexdigit());
-    let hexish =
-        all_hex && (s.len() >= 8 || (s.len() >= 6 && s.chars().any(|c| c.is_ascii_digit())));
-    let prefixed = (s.starts_with("0x") || s.starts_with("0X"))
-        && s.len() > 2
-        && s[2..].chars().all(|c| c.is_ascii_hexdigit());
+    let hexish = all_hex && (s.len() >= 8 || (s.len() >= 6 && s.chars().any(|c| c.is_ascii_digit())));
+    let prefixed =
+        (s.starts_with("0x") || s.starts_with("0X")) && s.len() > 2 && s[2..].chars().all(|c| c.is_ascii_hexdigit());
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) {
         out.push_str("<n>");
     } else if hexish || prefixed {
@@ -109,9 +102,7 @@ pub fn normalise_message(msg: &str) -> String {
         }
         if c.is_alphanumeric() || c == '_' || c == '-' {
             let mut j = i;
-            while j < chars.len()
-                && (chars[j].1.is_alphanumeric() || chars[j].1 == '_' || chars[j].1 == '-')
-            {
+            while j < chars.len() && (chars[j].1.is_alphanumeric() || chars[j].1 == '_' || chars[j].1 == '-') {
                 j += 1;
             }
             let end = chars.get(j).map(|&(p, _)| p).unwrap_or(msg.len());
@@ -143,10 +134,7 @@ mod tests {
             ),
             "Order <uuid> failed: customer <n> not found (ref '<v>', id <hex>, trace <hex>)"
         );
-        assert_eq!(
-            normalise_message("order_81   shard17 v2.5"),
-            "order_<n> shard<n> v<n>.<n>"
-        );
+        assert_eq!(normalise_message("order_81   shard17 v2.5"), "order_<n> shard<n> v<n>.<n>");
         assert_eq!(normalise_message("plain words stay"), "plain words stay");
     }
 
@@ -161,12 +149,7 @@ mod tests {
                     i * 7,
                     0xdead_beef_u64 + i as u64
                 );
-                fingerprint(
-                    Some("orders.work"),
-                    "rejected",
-                    Some("PaymentDeclined"),
-                    Some(&msg),
-                )
+                fingerprint(Some("orders.work"), "rejected", Some("PaymentDeclined"), Some(&msg))
             })
             .collect();
         assert_eq!(prints.len(), 1);
@@ -176,52 +159,22 @@ mod tests {
     #[test]
     fn a_different_queue_reason_type_or_wording_is_a_different_fingerprint() {
         let base = fingerprint(Some("q"), "rejected", Some("E"), Some("order 1 missing"));
-        assert_ne!(
-            base,
-            fingerprint(Some("q2"), "rejected", Some("E"), Some("order 1 missing"))
-        );
-        assert_ne!(
-            base,
-            fingerprint(Some("q"), "expired", Some("E"), Some("order 1 missing"))
-        );
-        assert_ne!(
-            base,
-            fingerprint(Some("q"), "rejected", Some("F"), Some("order 1 missing"))
-        );
-        assert_ne!(
-            base,
-            fingerprint(Some("q"), "rejected", Some("E"), Some("order 1 locked"))
-        );
-        assert_ne!(
-            base,
-            fingerprint(Some("q"), "rejected", None, Some("order 1 missing"))
-        );
-        assert_eq!(
-            base,
-            fingerprint(Some("q"), "rejected", Some("E"), Some("order 99 missing"))
-        );
+        assert_ne!(base, fingerprint(Some("q2"), "rejected", Some("E"), Some("order 1 missing")));
+        assert_ne!(base, fingerprint(Some("q"), "expired", Some("E"), Some("order 1 missing")));
+        assert_ne!(base, fingerprint(Some("q"), "rejected", Some("F"), Some("order 1 missing")));
+        assert_ne!(base, fingerprint(Some("q"), "rejected", Some("E"), Some("order 1 locked")));
+        assert_ne!(base, fingerprint(Some("q"), "rejected", None, Some("order 1 missing")));
+        assert_eq!(base, fingerprint(Some("q"), "rejected", Some("E"), Some("order 99 missing")));
     }
 
     #[test]
     fn fields_cannot_run_into_each_other() {
-        assert_ne!(
-            fingerprint(Some("ab"), "c", None, None),
-            fingerprint(Some("a"), "bc", None, None)
-        );
+        assert_ne!(fingerprint(Some("ab"), "c", None, None), fingerprint(Some("a"), "bc", None, None));
     }
 
     #[test]
     fn odd_input_does_not_panic() {
-        for s in [
-            "'",
-            "\"unterminated",
-            "é'x'é",
-            "--__--",
-            "",
-            "\u{0}\u{fffd}",
-            "0x",
-            "ＡＢＣ１２３",
-        ] {
+        for s in ["'", "\"unterminated", "é'x'é", "--__--", "", "\u{0}\u{fffd}", "0x", "ＡＢＣ１２３"] {
             let _ = normalise_message(s);
         }
     }

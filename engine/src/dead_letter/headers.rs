@@ -6,9 +6,7 @@
 //! are not UTF-8 (or hold NUL, which `jsonb` refuses) as hex, non-finite floats and `-0` as
 //! strings, and table keys holding NUL under a placeholder key with the real key in `"k"`.
 
-use lapin::types::{
-    AMQPValue, ByteArray, DecimalValue, FieldArray, FieldTable, LongString, ShortString,
-};
+use lapin::types::{AMQPValue, ByteArray, DecimalValue, FieldArray, FieldTable, LongString, ShortString};
 use serde_json::{Map, Value, json};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -84,9 +82,7 @@ pub fn value_to_json(v: &AMQPValue) -> Value {
 
 /// The header table back from its typed JSON object.
 pub fn table_from_json(v: &Value) -> Result<FieldTable, HeaderError> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| HeaderError::Malformed("a table must be an object".into()))?;
+    let obj = v.as_object().ok_or_else(|| HeaderError::Malformed("a table must be an object".into()))?;
     let mut table = FieldTable::default();
     for (k, typed) in obj {
         let key = match typed.get("k").and_then(Value::as_str) {
@@ -118,42 +114,29 @@ fn raw_bytes(v: &Value) -> Result<Vec<u8>, HeaderError> {
 }
 
 fn int<T: TryFrom<i64> + TryFrom<u64>>(v: &Value, what: &'static str) -> Result<T, HeaderError> {
-    let n = v
-        .get("v")
-        .ok_or_else(|| HeaderError::Malformed(format!("{what} without \"v\"")))?;
+    let n = v.get("v").ok_or_else(|| HeaderError::Malformed(format!("{what} without \"v\"")))?;
     if let Some(i) = n.as_i64() {
         return T::try_from(i).map_err(|_| HeaderError::OutOfRange(what));
     }
     if let Some(u) = n.as_u64() {
         return T::try_from(u).map_err(|_| HeaderError::OutOfRange(what));
     }
-    Err(HeaderError::Malformed(format!(
-        "{what} is not a whole number"
-    )))
+    Err(HeaderError::Malformed(format!("{what} is not a whole number")))
 }
 
 fn float(v: &Value) -> Result<f64, HeaderError> {
     match v.get("v") {
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .ok_or_else(|| HeaderError::Malformed("bad float".into())),
-        Some(Value::String(s)) => s
-            .parse::<f64>()
-            .map_err(|_| HeaderError::Malformed("bad float".into())),
+        Some(Value::Number(n)) => n.as_f64().ok_or_else(|| HeaderError::Malformed("bad float".into())),
+        Some(Value::String(s)) => s.parse::<f64>().map_err(|_| HeaderError::Malformed("bad float".into())),
         _ => Err(HeaderError::Malformed("float without \"v\"".into())),
     }
 }
 
 pub fn value_from_json(v: &Value) -> Result<AMQPValue, HeaderError> {
-    let t = v
-        .get("t")
-        .and_then(Value::as_str)
-        .ok_or_else(|| HeaderError::Malformed("missing \"t\"".into()))?;
+    let t = v.get("t").and_then(Value::as_str).ok_or_else(|| HeaderError::Malformed("missing \"t\"".into()))?;
     Ok(match t {
         "bool" => AMQPValue::Boolean(
-            v.get("v")
-                .and_then(Value::as_bool)
-                .ok_or_else(|| HeaderError::Malformed("bool".into()))?,
+            v.get("v").and_then(Value::as_bool).ok_or_else(|| HeaderError::Malformed("bool".into()))?,
         ),
         "i8" => AMQPValue::ShortShortInt(int(v, "i8")?),
         "u8" => AMQPValue::ShortShortUInt(int(v, "u8")?),
@@ -166,38 +149,23 @@ pub fn value_from_json(v: &Value) -> Result<AMQPValue, HeaderError> {
         "f32" => AMQPValue::Float(float(v)? as f32),
         "f64" => AMQPValue::Double(float(v)?),
         "decimal" => {
-            let scale = v
-                .get("scale")
-                .and_then(Value::as_u64)
-                .and_then(|s| u8::try_from(s).ok());
+            let scale = v.get("scale").and_then(Value::as_u64).and_then(|s| u8::try_from(s).ok());
             let scale = scale.ok_or(HeaderError::OutOfRange("decimal scale"))?;
-            AMQPValue::DecimalValue(DecimalValue {
-                scale,
-                value: int(v, "decimal")?,
-            })
+            AMQPValue::DecimalValue(DecimalValue { scale, value: int(v, "decimal")? })
         }
         "shortstr" => {
             let s = utf8(raw_bytes(v)?, "shortstr")?;
-            AMQPValue::ShortString(
-                ShortString::try_new(s).map_err(|_| HeaderError::OutOfRange("shortstr"))?,
-            )
+            AMQPValue::ShortString(ShortString::try_new(s).map_err(|_| HeaderError::OutOfRange("shortstr"))?)
         }
         "longstr" => AMQPValue::LongString(LongString::from(raw_bytes(v)?)),
         "bytes" => AMQPValue::ByteArray(ByteArray::from(raw_bytes(v)?)),
         "array" => {
-            let items = v
-                .get("v")
-                .and_then(Value::as_array)
-                .ok_or_else(|| HeaderError::Malformed("array".into()))?;
-            let values = items
-                .iter()
-                .map(value_from_json)
-                .collect::<Result<Vec<_>, _>>()?;
+            let items = v.get("v").and_then(Value::as_array).ok_or_else(|| HeaderError::Malformed("array".into()))?;
+            let values = items.iter().map(value_from_json).collect::<Result<Vec<_>, _>>()?;
             AMQPValue::FieldArray(FieldArray::from(values))
         }
         "table" => AMQPValue::FieldTable(table_from_json(
-            v.get("v")
-                .ok_or_else(|| HeaderError::Malformed("table without \"v\"".into()))?,
+            v.get("v").ok_or_else(|| HeaderError::Malformed("table without \"v\"".into()))?,
         )?),
         "void" => AMQPValue::Void,
         other => return Err(HeaderError::UnknownType(other.to_string())),
@@ -250,37 +218,20 @@ mod tests {
         t.insert("f64".into(), AMQPValue::Double(1e300));
         t.insert("f64neg0".into(), AMQPValue::Double(-0.0));
         t.insert("f64inf".into(), AMQPValue::Double(f64::NEG_INFINITY));
-        t.insert(
-            "decimal".into(),
-            AMQPValue::DecimalValue(DecimalValue {
-                scale: 2,
-                value: 12345,
-            }),
-        );
+        t.insert("decimal".into(), AMQPValue::DecimalValue(DecimalValue { scale: 2, value: 12345 }));
         t.insert("short".into(), AMQPValue::ShortString("héllo".into()));
         t.insert("long".into(), AMQPValue::LongString("plain text".into()));
-        t.insert(
-            "long_bin".into(),
-            AMQPValue::LongString(vec![0xff, 0xfe, 0x00, 0x41].into()),
-        );
+        t.insert("long_bin".into(), AMQPValue::LongString(vec![0xff, 0xfe, 0x00, 0x41].into()));
         t.insert("long_nul".into(), AMQPValue::LongString("a\0b".into()));
         t.insert("ts".into(), AMQPValue::Timestamp(u64::MAX));
-        t.insert(
-            "bytes".into(),
-            AMQPValue::ByteArray(vec![0u8, 1, 2, 0xff].into()),
-        );
+        t.insert("bytes".into(), AMQPValue::ByteArray(vec![0u8, 1, 2, 0xff].into()));
         t.insert("void".into(), AMQPValue::Void);
         t.insert("table".into(), AMQPValue::FieldTable(nested.clone()));
         t.insert(
             "array".into(),
             AMQPValue::FieldArray(
-                vec![
-                    AMQPValue::LongInt(1),
-                    AMQPValue::FieldTable(nested),
-                    AMQPValue::Void,
-                    AMQPValue::Boolean(false),
-                ]
-                .into(),
+                vec![AMQPValue::LongInt(1), AMQPValue::FieldTable(nested), AMQPValue::Void, AMQPValue::Boolean(false)]
+                    .into(),
             ),
         );
         t.insert("key\0with nul".into(), AMQPValue::LongString("v".into()));

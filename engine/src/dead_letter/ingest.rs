@@ -81,24 +81,11 @@ pub async fn run(
     tracing::info!(%instance, queues = ?cfg.queues, prefetch = cfg.prefetch, "ingest starting");
     let mut tasks = tokio::task::JoinSet::new();
     for queue in cfg.queues.iter().cloned() {
-        let (pool, url, stats, shutdown) = (
-            pool.clone(),
-            amqp_url.clone(),
-            stats.clone(),
-            shutdown.clone(),
-        );
+        let (pool, url, stats, shutdown) = (pool.clone(), amqp_url.clone(), stats.clone(), shutdown.clone());
         let span = tracing::info_span!("ingest", %queue);
-        tasks.spawn(
-            consume_forever(pool, url, queue, cfg.prefetch, stats, shutdown).instrument(span),
-        );
+        tasks.spawn(consume_forever(pool, url, queue, cfg.prefetch, stats, shutdown).instrument(span));
     }
-    tasks.spawn(heartbeat(
-        pool,
-        instance,
-        cfg.queues.clone(),
-        stats,
-        shutdown.clone(),
-    ));
+    tasks.spawn(heartbeat(pool, instance, cfg.queues.clone(), stats, shutdown.clone()));
     while let Some(res) = tasks.join_next().await {
         res.context("an ingest task panicked")?;
     }
@@ -119,11 +106,9 @@ async fn consume_forever(
         let started = Instant::now();
         match consume_once(&pool, &url, &queue, prefetch, &stats, &shutdown).await {
             Ok(()) => return,
-            Err(e) => tracing::warn!(
-                error = format!("{e:#}"),
-                retry_in_ms = delay.as_millis() as u64,
-                "ingest interrupted"
-            ),
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), retry_in_ms = delay.as_millis() as u64, "ingest interrupted")
+            }
         }
         // A consumer that ran for a while was healthy: start the backoff over.
         if started.elapsed() > BACKOFF_MAX {
@@ -151,20 +136,22 @@ async fn consume_once(
     stats: &IngestStats,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let name = ShortString::try_new(queue)
-        .map_err(|_| anyhow::anyhow!("queue name longer than 255 bytes"))?;
+    let name = ShortString::try_new(queue).map_err(|_| anyhow::anyhow!("queue name longer than 255 bytes"))?;
     let conn = crate::amqp::connect(url, &format!("revenant-ingest {queue}")).await?;
     let result = async {
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         ch.basic_qos(prefetch, BasicQosOptions::default()).await.context("basic.qos refused")?;
         let tag = ShortString::from(format!("revenant-ingest-{}", uuid::Uuid::new_v4().simple()));
-        let mut consumer = match ch.basic_consume(name, tag, BasicConsumeOptions::default(), FieldTable::default()).await {
-            Ok(c) => c,
-            Err(e) if is_not_found(&e) => {
-                anyhow::bail!("queue `{queue}` does not exist on the broker: declare it, or remove it from ingest.queues")
-            }
-            Err(e) => return Err(e).context("basic.consume refused"),
-        };
+        let mut consumer =
+            match ch.basic_consume(name, tag, BasicConsumeOptions::default(), FieldTable::default()).await {
+                Ok(c) => c,
+                Err(e) if is_not_found(&e) => {
+                    anyhow::bail!(
+                        "queue `{queue}` does not exist on the broker: declare it, or remove it from ingest.queues"
+                    )
+                }
+                Err(e) => return Err(e).context("basic.consume refused"),
+            };
         tracing::info!(prefetch, "consuming");
         loop {
             let next = tokio::select! {
@@ -197,12 +184,7 @@ async fn handle(
         "delivery",
         tag = delivery.delivery_tag,
         bytes = delivery.data.len(),
-        message_id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map(|m| m.as_str())
-            .unwrap_or(""),
+        message_id = delivery.properties.message_id().as_ref().map(|m| m.as_str()).unwrap_or(""),
         redelivered = delivery.redelivered,
     );
     async {
@@ -220,11 +202,7 @@ async fn handle(
                     }
                 }
                 // Only now, with the row committed, may RabbitMQ forget the message.
-                delivery
-                    .acker
-                    .ack(BasicAckOptions::default())
-                    .await
-                    .context("ack failed")?;
+                delivery.acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
             }
             Err(e) => {
                 stats.store_errors.fetch_add(1, Ordering::Relaxed);
@@ -234,10 +212,7 @@ async fn handle(
                     _ = shutdown.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(STORE_RETRY_DELAY) => {}
                 }
-                let nack = BasicNackOptions {
-                    requeue: true,
-                    multiple: false,
-                };
+                let nack = BasicNackOptions { requeue: true, multiple: false };
                 delivery.acker.nack(nack).await.context("nack failed")?;
             }
         }

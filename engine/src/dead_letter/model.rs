@@ -29,14 +29,7 @@ impl Status {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Awaiting,
-            Self::Replaying,
-            Self::Replayed,
-            Self::Archived,
-        ]
-        .into_iter()
-        .find(|v| v.as_str() == s)
+        [Self::Awaiting, Self::Replaying, Self::Replayed, Self::Archived].into_iter().find(|v| v.as_str() == s)
     }
 }
 
@@ -84,10 +77,7 @@ impl DeadLetter {
     pub fn properties(&self) -> Result<BasicProperties, HeaderError> {
         let short = |v: &Option<String>| -> Result<Option<ShortString>, HeaderError> {
             v.as_ref()
-                .map(|s| {
-                    ShortString::try_new(s.clone())
-                        .map_err(|_| HeaderError::OutOfRange("shortstr property"))
-                })
+                .map(|s| ShortString::try_new(s.clone()).map_err(|_| HeaderError::OutOfRange("shortstr property")))
                 .transpose()
         };
         let mut p = BasicProperties::default();
@@ -101,9 +91,7 @@ impl DeadLetter {
             p = p.with_headers(headers::table_from_json(h)?);
         }
         if let Some(v) = self.delivery_mode {
-            p = p.with_delivery_mode(
-                u8::try_from(v).map_err(|_| HeaderError::OutOfRange("delivery_mode"))?,
-            );
+            p = p.with_delivery_mode(u8::try_from(v).map_err(|_| HeaderError::OutOfRange("delivery_mode"))?);
         }
         if let Some(v) = self.priority {
             p = p.with_priority(u8::try_from(v).map_err(|_| HeaderError::OutOfRange("priority"))?);
@@ -121,9 +109,7 @@ impl DeadLetter {
             p = p.with_message_id(v);
         }
         if let Some(t) = self.amqp_timestamp {
-            p = p.with_timestamp(
-                u64::try_from(t.timestamp()).map_err(|_| HeaderError::OutOfRange("timestamp"))?,
-            );
+            p = p.with_timestamp(u64::try_from(t.timestamp()).map_err(|_| HeaderError::OutOfRange("timestamp"))?);
         }
         if let Some(v) = short(&self.msg_type)? {
             p = p.with_type(v);

@@ -40,9 +40,7 @@ fn split_typed(text: &str) -> (Option<String>, Option<String>) {
     if let Some((ty, msg)) = first_line.split_once(':') {
         let looks_like_type = !ty.is_empty()
             && !ty.contains(char::is_whitespace)
-            && ty
-                .chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '$' | ':'));
+            && ty.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '$' | ':'));
         if looks_like_type {
             return (normalise(ty, MAX_TYPE), normalise(msg, MAX_MESSAGE));
         }
@@ -79,10 +77,7 @@ pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
         Some(v) => {
             if let Some(s) = as_text(v) {
                 let (error_type, message) = split_typed(&s);
-                return AppError {
-                    error_type,
-                    message,
-                };
+                return AppError { error_type, message };
             }
         }
         None => {}
@@ -94,17 +89,12 @@ pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
         let from_trace = trace.as_deref().map(split_typed).unwrap_or_default();
         return AppError {
             error_type: from_trace.0,
-            message: ex_msg
-                .and_then(|m| normalise(&m, MAX_MESSAGE))
-                .or(from_trace.1),
+            message: ex_msg.and_then(|m| normalise(&m, MAX_MESSAGE)).or(from_trace.1),
         };
     }
     if let Some(e) = text("x-error") {
         let (error_type, message) = split_typed(&e);
-        return AppError {
-            error_type,
-            message,
-        };
+        return AppError { error_type, message };
     }
     // Celery: exception details when a result backend or middleware copies them, else the
     // task name, which is what on-call engineers group Celery failures by.
@@ -117,10 +107,7 @@ pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
         };
     }
     if let Some(task) = text("task") {
-        return AppError {
-            error_type: normalise(&format!("celery:{task}"), MAX_TYPE),
-            message: None,
-        };
+        return AppError { error_type: normalise(&format!("celery:{task}"), MAX_TYPE), message: None };
     }
     AppError::default()
 }
@@ -139,11 +126,8 @@ mod tests {
 
     #[test]
     fn explicit_type_and_message_headers_win() {
-        let t = h(&[
-            ("x-exception-type", " ValueError "),
-            ("x-exception-message", "bad\n  amount"),
-            ("x-error", "other"),
-        ]);
+        let t =
+            h(&[("x-exception-type", " ValueError "), ("x-exception-message", "bad\n  amount"), ("x-error", "other")]);
         let e = from_headers(Some(&t));
         assert_eq!(e.error_type.as_deref(), Some("ValueError"));
         assert_eq!(e.message.as_deref(), Some("bad amount"));
@@ -151,10 +135,7 @@ mod tests {
 
     #[test]
     fn x_exception_text_is_split_into_type_and_message() {
-        let e = from_headers(Some(&h(&[(
-            "x-exception",
-            "com.acme.NotFound: order 5 missing",
-        )])));
+        let e = from_headers(Some(&h(&[("x-exception", "com.acme.NotFound: order 5 missing")])));
         assert_eq!(e.error_type.as_deref(), Some("com.acme.NotFound"));
         assert_eq!(e.message.as_deref(), Some("order 5 missing"));
     }
@@ -167,10 +148,7 @@ mod tests {
         let mut t = FieldTable::default();
         t.insert("x-exception".into(), AMQPValue::FieldTable(inner));
         let e = from_headers(Some(&t));
-        assert_eq!(
-            (e.error_type.as_deref(), e.message.as_deref()),
-            (Some("Timeout"), Some("took 30s"))
-        );
+        assert_eq!((e.error_type.as_deref(), e.message.as_deref()), (Some("Timeout"), Some("took 30s")));
     }
 
     #[test]
@@ -183,24 +161,15 @@ mod tests {
             ),
         ]);
         let e = from_headers(Some(&t));
-        assert_eq!(
-            e.error_type.as_deref(),
-            Some("org.springframework.amqp.AmqpRejectAndDontRequeueException")
-        );
+        assert_eq!(e.error_type.as_deref(), Some("org.springframework.amqp.AmqpRejectAndDontRequeueException"));
         assert_eq!(e.message.as_deref(), Some("Listener threw exception"));
     }
 
     #[test]
     fn a_plain_x_error_sentence_is_a_message_without_type() {
-        let e = from_headers(Some(&h(&[(
-            "x-error",
-            "could not reach the payment service: timeout",
-        )])));
+        let e = from_headers(Some(&h(&[("x-error", "could not reach the payment service: timeout")])));
         assert_eq!(e.error_type, None);
-        assert_eq!(
-            e.message.as_deref(),
-            Some("could not reach the payment service: timeout")
-        );
+        assert_eq!(e.message.as_deref(), Some("could not reach the payment service: timeout"));
     }
 
     #[test]
@@ -212,10 +181,7 @@ mod tests {
     #[test]
     fn long_messages_are_capped_on_a_character_boundary() {
         let long = "é".repeat(5000);
-        let e = from_headers(Some(&h(&[
-            ("x-exception-type", "E"),
-            ("x-exception-message", &long),
-        ])));
+        let e = from_headers(Some(&h(&[("x-exception-type", "E"), ("x-exception-message", &long)])));
         let m = e.message.unwrap();
         assert!(m.len() <= MAX_MESSAGE && m.len() >= MAX_MESSAGE - 1);
     }
@@ -223,9 +189,6 @@ mod tests {
     #[test]
     fn no_error_headers_mean_no_error() {
         assert_eq!(from_headers(None), AppError::default());
-        assert_eq!(
-            from_headers(Some(&h(&[("foo", "bar")]))),
-            AppError::default()
-        );
+        assert_eq!(from_headers(Some(&h(&[("foo", "bar")]))), AppError::default());
     }
 }

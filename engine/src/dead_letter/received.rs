@@ -52,42 +52,29 @@ impl Received {
     /// The typed JSON of the header table; None when the message has no headers at all
     /// (distinct from an empty table, which a replay must reproduce too).
     pub fn headers_json(&self) -> Option<serde_json::Value> {
-        self.properties
-            .headers()
-            .as_ref()
-            .map(headers::table_to_json)
+        self.properties.headers().as_ref().map(headers::table_to_json)
     }
 
     pub fn derive(&self) -> Derived {
         let h = self.properties.headers().as_ref();
         let deaths = x_death::parse(h);
         let app = reason::from_headers(h);
-        let (
-            reason,
-            original_queue,
-            original_exchange,
-            original_routing_keys,
-            death_count,
-            first_death_at,
-        ) = match &deaths {
-            None => ("none", None, None, Vec::new(), 0, None),
-            Some(d) => {
-                let latest = d.latest();
-                let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
-                (
-                    d.reason(),
-                    latest
-                        .and_then(|l| nonempty(&l.queue))
-                        .or_else(|| d.first_death_queue.clone()),
-                    latest
-                        .map(|l| l.exchange.clone())
-                        .or_else(|| d.first_death_exchange.clone()),
-                    latest.map(|l| l.routing_keys.clone()).unwrap_or_default(),
-                    d.total_count(),
-                    d.first_death_at(),
-                )
-            }
-        };
+        let (reason, original_queue, original_exchange, original_routing_keys, death_count, first_death_at) =
+            match &deaths {
+                None => ("none", None, None, Vec::new(), 0, None),
+                Some(d) => {
+                    let latest = d.latest();
+                    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+                    (
+                        d.reason(),
+                        latest.and_then(|l| nonempty(&l.queue)).or_else(|| d.first_death_queue.clone()),
+                        latest.map(|l| l.exchange.clone()).or_else(|| d.first_death_exchange.clone()),
+                        latest.map(|l| l.routing_keys.clone()).unwrap_or_default(),
+                        d.total_count(),
+                        d.first_death_at(),
+                    )
+                }
+            };
         let fingerprint = fingerprint::fingerprint(
             original_queue.as_deref().or(Some(self.queue.as_str())),
             reason,
@@ -120,9 +107,7 @@ impl Received {
             }
             None => h.update([0u8]),
         };
-        let s = |v: &Option<lapin::types::ShortString>| {
-            v.as_ref().map(|x| x.as_str().as_bytes().to_vec())
-        };
+        let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| x.as_str().as_bytes().to_vec());
         field(Some(self.queue.as_bytes()));
         for v in [
             s(p.content_type()),
@@ -180,10 +165,7 @@ mod tests {
     #[test]
     fn a_message_without_x_death_has_reason_none_and_falls_back_to_its_queue() {
         let d = msg("1", b"x").derive();
-        assert_eq!(
-            (d.reason, d.original_queue, d.death_count),
-            ("none", None, 0)
-        );
+        assert_eq!((d.reason, d.original_queue, d.death_count), ("none", None, 0));
         assert_eq!(d.fingerprint.len(), 64);
     }
 
@@ -194,24 +176,12 @@ mod tests {
         death.insert("queue".into(), AMQPValue::LongString("work".into()));
         death.insert("count".into(), AMQPValue::LongLongInt(3));
         let mut h = FieldTable::default();
-        h.insert(
-            "x-death".into(),
-            AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()),
-        );
-        h.insert(
-            "x-error".into(),
-            AMQPValue::LongString("Timeout: after 30s".into()),
-        );
+        h.insert("x-death".into(), AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()));
+        h.insert("x-error".into(), AMQPValue::LongString("Timeout: after 30s".into()));
         let mut r = msg("1", b"x");
         r.properties = r.properties.with_headers(h);
         let d = r.derive();
-        assert_eq!(
-            (d.reason, d.original_queue.as_deref(), d.death_count),
-            ("expired", Some("work"), 3)
-        );
-        assert_eq!(
-            (d.error_type.as_deref(), d.error_message.as_deref()),
-            (Some("Timeout"), Some("after 30s"))
-        );
+        assert_eq!((d.reason, d.original_queue.as_deref(), d.death_count), ("expired", Some("work"), 3));
+        assert_eq!((d.error_type.as_deref(), d.error_message.as_deref()), (Some("Timeout"), Some("after 30s")));
     }
 }

@@ -37,19 +37,24 @@ impl InsertOutcome {
     }
 }
 
+/// PostgreSQL `text` cannot hold NUL: a property or header carrying one would otherwise make
+/// the message unstorable, and requeued forever. It is shown as U+FFFD instead; the header
+/// table (hex-encoded where needed) and the body keep the exact bytes.
+fn pg_text(v: &str) -> String {
+    v.replace('\0', "\u{FFFD}")
+}
+
 /// Stores one dead letter. Run it inside a transaction (`&mut *tx`): the row, its group's
 /// count and its group link must commit together.
 pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutcome, StoreError> {
     let p = &r.properties;
     let d = r.derive();
     let key = r.natural_key();
-    let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| x.as_str().to_string());
+    let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| pg_text(x.as_str()));
+    let o = |v: &Option<String>| v.as_deref().map(pg_text);
     // A timestamp PostgreSQL cannot hold (past year 262143) is stored as NULL rather than
     // refusing the message forever; the headers and body are still kept whole.
-    let ts = p
-        .timestamp()
-        .and_then(|t| i64::try_from(t).ok())
-        .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
+    let ts = p.timestamp().and_then(|t| i64::try_from(t).ok()).and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
     let inserted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO dead_letters (queue, natural_key, message_id, correlation_id, content_type, content_encoding,
             amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to,
@@ -59,7 +64,7 @@ pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutco
          ON CONFLICT ON CONSTRAINT dead_letters_natural_key_key DO NOTHING
          RETURNING id",
     )
-    .bind(&r.queue)
+    .bind(pg_text(&r.queue))
     .bind(&key)
     .bind(s(p.message_id()))
     .bind(s(p.correlation_id()))
@@ -77,16 +82,16 @@ pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutco
     .bind(r.headers_json())
     .bind(&r.body)
     .bind(i32::try_from(r.body.len()).unwrap_or(i32::MAX))
-    .bind(&r.exchange)
-    .bind(&r.routing_key)
+    .bind(pg_text(&r.exchange))
+    .bind(pg_text(&r.routing_key))
     .bind(d.reason)
-    .bind(&d.original_queue)
-    .bind(&d.original_exchange)
-    .bind(&d.original_routing_keys)
+    .bind(o(&d.original_queue))
+    .bind(o(&d.original_exchange))
+    .bind(d.original_routing_keys.iter().map(|k| pg_text(k)).collect::<Vec<_>>())
     .bind(d.death_count)
     .bind(d.first_death_at)
-    .bind(&d.error_type)
-    .bind(&d.error_message)
+    .bind(o(&d.error_type))
+    .bind(o(&d.error_message))
     .bind(&d.fingerprint)
     .fetch_optional(&mut *conn)
     .await?;
@@ -105,17 +110,13 @@ pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutco
          RETURNING id",
     )
     .bind(&d.fingerprint)
-    .bind(d.original_queue.as_deref().unwrap_or(&r.queue))
+    .bind(pg_text(d.original_queue.as_deref().unwrap_or(&r.queue)))
     .bind(d.reason)
-    .bind(&d.error_type)
-    .bind(&d.error_message)
+    .bind(o(&d.error_type))
+    .bind(o(&d.error_message))
     .fetch_one(&mut *conn)
     .await?;
-    sqlx::query("UPDATE dead_letters SET group_id = $1 WHERE id = $2")
-        .bind(group)
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query("UPDATE dead_letters SET group_id = $1 WHERE id = $2").bind(group).bind(id).execute(&mut *conn).await?;
     Ok(InsertOutcome::Inserted(id))
 }
 
@@ -164,9 +165,7 @@ pub struct ListFilter {
 pub const SUMMARY_BODY_BYTES: i32 = 512;
 
 fn escape_like(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('%', "\\%")
-        .replace('_', "\\_")
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }
 
 /// A page, newest first, continuing after `cursor` when given.
@@ -181,8 +180,7 @@ pub async fn list(
         "SELECT id, queue, message_id, content_type, reason, original_queue, error_type, error_message, death_count,
             group_id, status, body_size, substring(body from 1 for ",
     );
-    q.push_bind(SUMMARY_BODY_BYTES)
-        .push(") AS body_head, ingested_at FROM dead_letters WHERE true");
+    q.push_bind(SUMMARY_BODY_BYTES).push(") AS body_head, ingested_at FROM dead_letters WHERE true");
     if let Some(v) = &f.queue {
         q.push(" AND queue = ").push_bind(v.clone());
     }
@@ -197,14 +195,11 @@ pub async fn list(
     }
     if let Some(v) = &f.error_text {
         let pattern = format!("%{}%", escape_like(v));
-        q.push(" AND (error_message ILIKE ")
-            .push_bind(pattern.clone());
+        q.push(" AND (error_message ILIKE ").push_bind(pattern.clone());
         q.push(" OR error_type ILIKE ").push_bind(pattern).push(")");
     }
     if let Some(v) = &f.body_contains {
-        q.push(" AND position(")
-            .push_bind(v.clone())
-            .push("::bytea in body) > 0");
+        q.push(" AND position(").push_bind(v.clone()).push("::bytea in body) > 0");
     }
     if let Some(v) = &f.message_id {
         q.push(" AND message_id = ").push_bind(v.clone());
@@ -216,25 +211,13 @@ pub async fn list(
         q.push(" AND ingested_at < ").push_bind(v);
     }
     if let Some(c) = cursor {
-        q.push(" AND (ingested_at, id) < (")
-            .push_bind(c.ingested_at)
-            .push(", ")
-            .push_bind(c.id)
-            .push(")");
+        q.push(" AND (ingested_at, id) < (").push_bind(c.ingested_at).push(", ").push_bind(c.id).push(")");
     }
-    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ")
-        .push_bind(limit + 1);
+    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ").push_bind(limit + 1);
     let mut items: Vec<DeadLetterSummary> = q.build_query_as().fetch_all(db).await?;
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
-    let next = if more {
-        items.last().map(|r| Cursor {
-            ingested_at: r.ingested_at,
-            id: r.id,
-        })
-    } else {
-        None
-    };
+    let next = if more { items.last().map(|r| Cursor { ingested_at: r.ingested_at, id: r.id }) } else { None };
     Ok(Page { items, next })
 }
 
@@ -247,11 +230,7 @@ pub struct GroupFilter {
 }
 
 /// Failure groups, most recently seen first, each with its count of awaiting messages.
-pub async fn groups(
-    db: impl PgExecutor<'_>,
-    f: &GroupFilter,
-    limit: i64,
-) -> Result<Vec<FailureGroup>, StoreError> {
+pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Result<Vec<FailureGroup>, StoreError> {
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.first_seen,
             g.last_seen, g.count, a.awaiting
@@ -269,8 +248,7 @@ pub async fn groups(
     if f.only_awaiting {
         q.push(" AND a.awaiting > 0");
     }
-    q.push(" ORDER BY g.last_seen DESC, g.id DESC LIMIT ")
-        .push_bind(limit.clamp(1, 1000));
+    q.push(" ORDER BY g.last_seen DESC, g.id DESC LIMIT ").push_bind(limit.clamp(1, 1000));
     Ok(q.build_query_as().fetch_all(db).await?)
 }
 
@@ -296,11 +274,7 @@ pub async fn set_status(
 
 /// Archives `ids` with a reason; a message being replayed right now is left alone. Returns
 /// the ids actually archived.
-pub async fn archive(
-    db: impl PgExecutor<'_>,
-    ids: &[i64],
-    reason: &str,
-) -> Result<Vec<i64>, StoreError> {
+pub async fn archive(db: impl PgExecutor<'_>, ids: &[i64], reason: &str) -> Result<Vec<i64>, StoreError> {
     let changed = sqlx::query_scalar(
         "UPDATE dead_letters SET status = 'archived', archived_reason = $2
          WHERE id = ANY($1) AND status IN ('awaiting', 'replayed') RETURNING id",

@@ -40,10 +40,7 @@ impl Deaths {
 
     /// Deaths over all entries: a message that cycled through a retry queue counts each one.
     pub fn total_count(&self) -> i64 {
-        self.entries
-            .iter()
-            .map(|d| d.count.max(0))
-            .fold(0i64, i64::saturating_add)
+        self.entries.iter().map(|d| d.count.max(0)).fold(0i64, i64::saturating_add)
     }
 
     pub fn first_death_at(&self) -> Option<DateTime<Utc>> {
@@ -52,10 +49,7 @@ impl Deaths {
 
     /// The console's reason: one of rejected/expired/maxlen/delivery_limit, else unknown.
     pub fn reason(&self) -> &'static str {
-        let raw = self
-            .latest()
-            .map(|d| d.reason.as_str())
-            .or(self.first_death_reason.as_deref());
+        let raw = self.latest().map(|d| d.reason.as_str()).or(self.first_death_reason.as_deref());
         normalise_reason(raw.unwrap_or(""))
     }
 }
@@ -85,10 +79,7 @@ pub fn parse(headers: Option<&FieldTable>) -> Option<Deaths> {
         first_death_queue: text("x-first-death-queue"),
         first_death_exchange: text("x-first-death-exchange"),
     };
-    if deaths.entries.is_empty()
-        && deaths.first_death_reason.is_none()
-        && deaths.first_death_queue.is_none()
-    {
+    if deaths.entries.is_empty() && deaths.first_death_reason.is_none() && deaths.first_death_queue.is_none() {
         return None;
     }
     Some(deaths)
@@ -105,10 +96,7 @@ fn entry(v: &AMQPValue) -> Option<Death> {
         Some(other) => as_text(other).into_iter().collect(),
         None => Vec::new(),
     };
-    let time = t
-        .get("time")
-        .and_then(as_i64)
-        .and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0));
+    let time = t.get("time").and_then(as_i64).and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0));
     Some(Death {
         count: t.get("count").and_then(as_i64).unwrap_or(1),
         reason: text("reason").unwrap_or_default(),
@@ -133,9 +121,7 @@ mod tests {
         t.insert("exchange".into(), AMQPValue::LongString("orders".into()));
         t.insert(
             "routing-keys".into(),
-            AMQPValue::FieldArray(
-                vec![AMQPValue::LongString(LongString::from("order.created"))].into(),
-            ),
+            AMQPValue::FieldArray(vec![AMQPValue::LongString(LongString::from("order.created"))].into()),
         );
         t.insert("time".into(), AMQPValue::Timestamp(time));
         AMQPValue::FieldTable(t)
@@ -143,18 +129,9 @@ mod tests {
 
     fn headers(entries: Vec<AMQPValue>) -> FieldTable {
         let mut h = FieldTable::default();
-        h.insert(
-            "x-death".into(),
-            AMQPValue::FieldArray(FieldArray::from(entries)),
-        );
-        h.insert(
-            "x-first-death-reason".into(),
-            AMQPValue::LongString("expired".into()),
-        );
-        h.insert(
-            "x-first-death-queue".into(),
-            AMQPValue::LongString("orders.retry".into()),
-        );
+        h.insert("x-death".into(), AMQPValue::FieldArray(FieldArray::from(entries)));
+        h.insert("x-first-death-reason".into(), AMQPValue::LongString("expired".into()));
+        h.insert("x-first-death-queue".into(), AMQPValue::LongString("orders.retry".into()));
         h
     }
 
@@ -174,10 +151,7 @@ mod tests {
 
     #[test]
     fn the_latest_entry_gives_the_reason_and_counts_add_up() {
-        let h = headers(vec![
-            death("maxlen", "b", 1, 20),
-            death("expired", "a", 3, 10),
-        ]);
+        let h = headers(vec![death("maxlen", "b", 1, 20), death("expired", "a", 3, 10)]);
         let d = parse(Some(&h)).unwrap();
         assert_eq!(d.reason(), "maxlen");
         assert_eq!(d.total_count(), 4);
@@ -196,10 +170,7 @@ mod tests {
     #[test]
     fn malformed_entries_are_skipped_and_missing_fields_default() {
         let mut bare = FieldTable::default();
-        bare.insert(
-            "reason".into(),
-            AMQPValue::ShortString("delivery_limit".into()),
-        );
+        bare.insert("reason".into(), AMQPValue::ShortString("delivery_limit".into()));
         bare.insert("count".into(), AMQPValue::Boolean(true));
         bare.insert("time".into(), AMQPValue::LongString("yesterday".into()));
         let mut h = FieldTable::default();

@@ -18,10 +18,7 @@ pub struct Backoff {
 impl Backoff {
     pub fn new(base: Duration, max: Duration) -> Self {
         // A cap below the base would make every delay the cap; treat the base as the floor of the cap.
-        Self {
-            base,
-            max: max.max(base),
-        }
+        Self { base, max: max.max(base) }
     }
 
     /// The upper bound of the wait before retry number `attempt` (1 = first retry).
@@ -29,10 +26,7 @@ impl Backoff {
         let exp = attempt.saturating_sub(1).min(63);
         // Saturating arithmetic in nanoseconds: base * 2^exp can overflow long before the cap.
         let base = self.base.as_nanos().min(u64::MAX as u128) as u64;
-        let scaled = base
-            .checked_shl(exp)
-            .filter(|v| v >> exp == base)
-            .unwrap_or(u64::MAX);
+        let scaled = base.checked_shl(exp).filter(|v| v >> exp == base).unwrap_or(u64::MAX);
         Duration::from_nanos(scaled).min(self.max)
     }
 

@@ -27,12 +27,7 @@ pub struct Prepared {
 }
 
 fn short(field: &str, v: &str) -> Result<ShortString, String> {
-    ShortString::try_new(v).map_err(|_| {
-        format!(
-            "{field} is {} bytes; AMQP allows {MAX_SHORT_STRING}",
-            v.len()
-        )
-    })
+    ShortString::try_new(v).map_err(|_| format!("{field} is {} bytes; AMQP allows {MAX_SHORT_STRING}", v.len()))
 }
 
 /// Builds the publish for `row`, or says why the row can never be published as it stands.
@@ -42,10 +37,7 @@ pub fn prepare(row: &ClaimedRow) -> Result<Prepared, String> {
     let content_type = short("content type", &row.content_type)?;
     let kind = short("event type", &row.event_type)?;
     if row.payload.len() > MAX_PAYLOAD {
-        return Err(format!(
-            "payload is {} bytes; the broker accepts at most {MAX_PAYLOAD}",
-            row.payload.len()
-        ));
+        return Err(format!("payload is {} bytes; the broker accepts at most {MAX_PAYLOAD}", row.payload.len()));
     }
     let headers = headers_table(&row.headers)?;
     // Seconds since the epoch, as AMQP timestamps are; a pre-1970 clock would be a bug elsewhere.
@@ -57,11 +49,7 @@ pub fn prepare(row: &ClaimedRow) -> Result<Prepared, String> {
         .with_delivery_mode(2)
         .with_timestamp(timestamp)
         .with_headers(headers);
-    Ok(Prepared {
-        exchange,
-        routing_key,
-        properties,
-    })
+    Ok(Prepared { exchange, routing_key, properties })
 }
 
 /// The row's `headers` JSON object as an AMQP field table.
@@ -71,10 +59,7 @@ pub fn headers_table(headers: &Value) -> Result<FieldTable, String> {
             AMQPValue::FieldTable(t) => Ok(t),
             _ => Err("headers must be a JSON object".into()),
         },
-        other => Err(format!(
-            "headers must be a JSON object, not {}",
-            json_kind(other)
-        )),
+        other => Err(format!("headers must be a JSON object, not {}", json_kind(other))),
     }
 }
 
@@ -91,9 +76,7 @@ fn json_kind(v: &Value) -> &'static str {
 
 fn to_amqp(v: &Value, path: &str, depth: usize) -> Result<AMQPValue, String> {
     if depth > MAX_DEPTH {
-        return Err(format!(
-            "header {path} nests deeper than {MAX_DEPTH} levels"
-        ));
+        return Err(format!("header {path} nests deeper than {MAX_DEPTH} levels"));
     }
     Ok(match v {
         Value::Null => AMQPValue::Void,
@@ -107,9 +90,7 @@ fn to_amqp(v: &Value, path: &str, depth: usize) -> Result<AMQPValue, String> {
             } else {
                 // A u64 above i64::MAX: AMQP 0-9-1 as RabbitMQ speaks it has no unsigned 64-bit
                 // field, and a double would silently change the value.
-                return Err(format!(
-                    "header {path} is {n}, which does not fit a signed 64-bit integer"
-                ));
+                return Err(format!("header {path} is {n}, which does not fit a signed 64-bit integer"));
             }
         }
         Value::Array(items) => {
@@ -123,10 +104,7 @@ fn to_amqp(v: &Value, path: &str, depth: usize) -> Result<AMQPValue, String> {
             let mut table = FieldTable::default();
             for (k, item) in map {
                 let key = ShortString::try_new(k.as_str()).map_err(|_| {
-                    format!(
-                        "header name in {path} is {} bytes; AMQP allows {MAX_SHORT_STRING}",
-                        k.len()
-                    )
+                    format!("header name in {path} is {} bytes; AMQP allows {MAX_SHORT_STRING}", k.len())
                 })?;
                 table.insert(key, to_amqp(item, &format!("{path}.{k}"), depth + 1)?);
             }
@@ -156,20 +134,10 @@ mod tests {
         assert_eq!(get(&t, "f"), &AMQPValue::Double(0.5));
         assert_eq!(get(&t, "b"), &AMQPValue::Boolean(true));
         assert_eq!(get(&t, "n"), &AMQPValue::Void);
-        let AMQPValue::FieldTable(o) = get(&t, "o") else {
-            panic!("nested object is not a table")
-        };
+        let AMQPValue::FieldTable(o) = get(&t, "o") else { panic!("nested object is not a table") };
         assert_eq!(get(o, "inner"), &AMQPValue::LongString("x".into()));
-        let AMQPValue::FieldArray(a) = get(&t, "a") else {
-            panic!("array is not a field array")
-        };
-        assert_eq!(
-            a.as_slice(),
-            &[
-                AMQPValue::LongLongInt(1),
-                AMQPValue::LongString("two".into())
-            ]
-        );
+        let AMQPValue::FieldArray(a) = get(&t, "a") else { panic!("array is not a field array") };
+        assert_eq!(a.as_slice(), &[AMQPValue::LongLongInt(1), AMQPValue::LongString("two".into())]);
     }
 
     #[test]

@@ -11,9 +11,7 @@ use std::{
 };
 
 /// Upper bounds, in seconds, of the confirm-latency buckets; a last `+Inf` bucket follows.
-pub const LATENCY_BUCKETS: [f64; 12] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-];
+pub const LATENCY_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
 
 #[derive(Debug, Default)]
 pub struct RelayStats {
@@ -66,29 +64,15 @@ impl LatencySnapshot {
 impl RelayStats {
     pub fn observe_confirm_latency(&self, d: Duration) {
         let secs = d.as_secs_f64();
-        let slot = LATENCY_BUCKETS
-            .iter()
-            .position(|le| secs <= *le)
-            .unwrap_or(LATENCY_BUCKETS.len());
+        let slot = LATENCY_BUCKETS.iter().position(|le| secs <= *le).unwrap_or(LATENCY_BUCKETS.len());
         self.latency.counts[slot].fetch_add(1, Relaxed);
-        self.latency
-            .sum_micros
-            .fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Relaxed);
+        self.latency.sum_micros.fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Relaxed);
     }
 
     pub fn confirm_latency(&self) -> LatencySnapshot {
-        let counts: Vec<u64> = self
-            .latency
-            .counts
-            .iter()
-            .map(|c| c.load(Relaxed))
-            .collect();
+        let counts: Vec<u64> = self.latency.counts.iter().map(|c| c.load(Relaxed)).collect();
         let count = counts.iter().sum();
-        LatencySnapshot {
-            counts,
-            sum_seconds: self.latency.sum_micros.load(Relaxed) as f64 / 1e6,
-            count,
-        }
+        LatencySnapshot { counts, sum_seconds: self.latency.sum_micros.load(Relaxed) as f64 / 1e6, count }
     }
 
     pub(crate) fn bump(counter: &AtomicU64) {
@@ -110,16 +94,9 @@ mod tests {
         let snap = s.confirm_latency();
         assert_eq!(snap.count, 4);
         assert_eq!(snap.counts[0], 1);
-        assert_eq!(
-            snap.counts[2], 2,
-            "3 ms and exactly 5 ms both belong to le=0.005"
-        );
+        assert_eq!(snap.counts[2], 2, "3 ms and exactly 5 ms both belong to le=0.005");
         assert_eq!(*snap.counts.last().unwrap(), 1);
-        assert!(
-            (snap.sum_seconds - 60.0085).abs() < 1e-6,
-            "{}",
-            snap.sum_seconds
-        );
+        assert!((snap.sum_seconds - 60.0085).abs() < 1e-6, "{}", snap.sum_seconds);
     }
 
     #[test]

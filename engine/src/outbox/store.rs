@@ -109,10 +109,7 @@ pub enum AttemptOutcome {
 
 fn short(field: &str, v: &str) -> Result<(), StoreError> {
     if v.len() > MAX_SHORT_STRING {
-        return Err(StoreError::Invalid(format!(
-            "{field} is {} bytes; AMQP allows {MAX_SHORT_STRING}",
-            v.len()
-        )));
+        return Err(StoreError::Invalid(format!("{field} is {} bytes; AMQP allows {MAX_SHORT_STRING}", v.len())));
     }
     Ok(())
 }
@@ -163,7 +160,7 @@ pub async fn claim(
         "WITH due AS (
              SELECT id FROM outbox
              WHERE status = 'pending' AND next_attempt_at <= now()
-               
+               AND (lease_expires_at IS NULL OR lease_expires_at < now())
              ORDER BY next_attempt_at, id
              LIMIT $2
              FOR UPDATE SKIP LOCKED)

@@ -2,4 +2,6 @@
 //! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
 
 mod auth;
+mod ingest;
 mod relay;
+mod sources;

@@ -13,7 +13,10 @@ use engine::{
 };
 use lapin::{
     Channel, Connection, ExchangeKind,
-    options::{BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions},
+    options::{
+        BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
+        QueueDeleteOptions,
+    },
     types::{AMQPValue, FieldTable},
 };
 use serde_json::json;
@@ -73,14 +76,25 @@ async fn topology(routing_key: Option<&str>) -> Topology {
     let ch = conn.create_channel().await.unwrap();
     let exchange = unique("test.relay.x");
     let queue = unique("test.relay.q");
-    ch.exchange_declare(exchange.as_str().into(), ExchangeKind::Direct, ExchangeDeclareOptions::default(), FieldTable::default())
-        .await
-        .unwrap();
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
     ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
     if let Some(rk) = routing_key {
-        ch.queue_bind(queue.as_str().into(), exchange.as_str().into(), rk.into(), QueueBindOptions::default(), FieldTable::default())
-            .await
-            .unwrap();
+        ch.queue_bind(
+            queue.as_str().into(),
+            exchange.as_str().into(),
+            rk.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
     }
     Topology { conn, ch, exchange, queue }
 }
@@ -153,12 +167,18 @@ async fn a_published_message_carries_the_event_id_headers_and_content_type_and_i
     assert!(matches!(h.get("list"), Some(AMQPValue::FieldArray(_))));
 
     let (attempts, leased): (i32, bool) =
-        sqlx::query_as("SELECT attempts, lease_owner IS NOT NULL FROM outbox WHERE event_id = $1").bind(event_id).fetch_one(&db.pool).await.unwrap();
+        sqlx::query_as("SELECT attempts, lease_owner IS NOT NULL FROM outbox WHERE event_id = $1")
+            .bind(event_id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
     assert_eq!((attempts, leased), (1, false));
     assert_eq!(stats.published.load(Relaxed), 1);
     assert_eq!(stats.confirm_latency().count, 1);
-    let window: Option<String> =
-        sqlx::query_scalar("SELECT detail->>'window' FROM heartbeats WHERE role = 'relay'").fetch_optional(&db.pool).await.unwrap();
+    let window: Option<String> = sqlx::query_scalar("SELECT detail->>'window' FROM heartbeats WHERE role = 'relay'")
+        .fetch_optional(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(window.as_deref(), Some("16"), "the relay reports its window in its heartbeat");
     t.delete().await;
     db.drop_db().await;
@@ -210,11 +230,18 @@ async fn one_bad_row_does_not_block_the_rows_behind_it() {
     // Strict mode: one row claimed and in flight at a time, so a stuck bad row would stop all.
     let relay = start(&db.pool, RelaySettings { window: 1, batch: 1, ..cfg() });
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE event_type = 'Good' AND status = 'published'", 5).await;
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE event_type = 'Bad' AND status = 'failed' AND attempts = 1", 2).await;
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM outbox WHERE event_type = 'Bad' AND status = 'failed' AND attempts = 1",
+        2,
+    )
+    .await;
     let stats = relay.stop().await;
 
-    let errors: Vec<String> =
-        sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_type = 'Bad' ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    let errors: Vec<String> = sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_type = 'Bad' ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(errors[0], "bad row: headers must be a JSON object, not an array");
     assert!(errors[1].contains("headers.big") && errors[1].contains("64-bit"), "{}", errors[1]);
     assert_eq!(t.drain().await.len(), 5);
@@ -236,7 +263,11 @@ async fn a_missing_exchange_fails_its_row_without_stalling_the_others() {
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 20).await;
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'", 1).await;
     relay.stop().await;
-    let err: Option<String> = sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_id = $1").bind(lost).fetch_one(&db.pool).await.unwrap();
+    let err: Option<String> = sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_id = $1")
+        .bind(lost)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert!(err.as_deref().unwrap_or_default().contains("NOT_FOUND"), "{err:?}");
     assert_eq!(t.drain().await.len(), 20);
     t.delete().await;
@@ -257,9 +288,15 @@ async fn two_relays_over_2000_rows_publish_every_event_exactly_once() {
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2000).await;
     let (sa, sb) = (a.stop().await, b.stop().await);
 
-    let expected: HashSet<String> =
-        sqlx::query_scalar::<_, Uuid>("SELECT event_id FROM outbox").fetch_all(&db.pool).await.unwrap().iter().map(Uuid::to_string).collect();
-    let got: Vec<String> = t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
+    let expected: HashSet<String> = sqlx::query_scalar::<_, Uuid>("SELECT event_id FROM outbox")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(Uuid::to_string)
+        .collect();
+    let got: Vec<String> =
+        t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
     let distinct: HashSet<String> = got.iter().cloned().collect();
     assert_eq!(distinct, expected, "every event id reached the queue");
     assert_eq!(got.len(), 2000, "and none twice");
@@ -279,12 +316,14 @@ async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_re
         ids.push(enqueue(&db.pool, NewEvent::new("E", &t.exchange, "k", b"{}".to_vec())).await);
     }
     let crashed = Uuid::new_v4();
-    sqlx::query("UPDATE outbox SET lease_owner = $1, lease_expires_at = now() - interval '1 second' WHERE event_id = ANY($2)")
-        .bind(crashed)
-        .bind(&ids[..2])
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE outbox SET lease_owner = $1, lease_expires_at = now() - interval '1 second' WHERE event_id = ANY($2)",
+    )
+    .bind(crashed)
+    .bind(&ids[..2])
+    .execute(&db.pool)
+    .await
+    .unwrap();
     sqlx::query("UPDATE outbox SET lease_owner = $1, lease_expires_at = now() + interval '1 hour' WHERE event_id = $2")
         .bind(Uuid::new_v4())
         .bind(ids[2])
@@ -296,9 +335,14 @@ async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_re
     // Give the relay time to (wrongly) take the live lease too.
     tokio::time::sleep(Duration::from_millis(500)).await;
     relay.stop().await;
-    let status: String = sqlx::query_scalar("SELECT status FROM outbox WHERE event_id = $1").bind(ids[2]).fetch_one(&db.pool).await.unwrap();
+    let status: String = sqlx::query_scalar("SELECT status FROM outbox WHERE event_id = $1")
+        .bind(ids[2])
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(status, "pending", "a row under another relay's live lease is left alone");
-    let got: HashSet<String> = t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
+    let got: HashSet<String> =
+        t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
     assert_eq!(got, ids[..2].iter().map(Uuid::to_string).collect());
     t.delete().await;
     db.drop_db().await;
@@ -313,16 +357,77 @@ async fn shutdown_waits_for_confirms_in_flight_and_releases_the_unsent_leases() 
         .execute(&db.pool)
         .await
         .unwrap();
-    // One claim takes every row; one confirm at a time, so most are still unsent at the stop.
+    // One claim leases every row and only 4 go out at a time, so most are unsent at the stop.
     let relay = start(&db.pool, RelaySettings { window: 4, batch: 2000, ..cfg() });
     wait_for(&db.pool, "SELECT least(count(*), 5) FROM outbox WHERE status = 'published'", 5).await;
     relay.stop().await;
 
-    let published: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'published'").fetch_one(&db.pool).await.unwrap();
-    let leased: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE lease_owner IS NOT NULL").fetch_one(&db.pool).await.unwrap();
+    let published: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'published'").fetch_one(&db.pool).await.unwrap();
+    let leased: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE lease_owner IS NOT NULL")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert!(published < 2000, "the stop came too late to test anything");
     assert_eq!(leased, 0, "every lease was released or cleared by a mark");
     assert_eq!(t.drain().await.len() as i64, published, "each message that reached the queue is marked published");
+    t.delete().await;
+    db.drop_db().await;
+}
+
+/// Closes, through the management API, every broker connection named `name`; returns how many.
+async fn kill_connections(name: &str) -> usize {
+    #[derive(serde::Deserialize)]
+    struct Conn {
+        name: String,
+        #[serde(default)]
+        client_properties: serde_json::Value,
+    }
+    let http = reqwest::Client::new();
+    let conns: Vec<Conn> = http
+        .get("http://127.0.0.1:15672/api/connections")
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut killed = 0;
+    for c in conns.iter().filter(|c| c.client_properties["connection_name"] == name) {
+        let url = format!("http://127.0.0.1:15672/api/connections/{}", c.name.replace(' ', "%20").replace('>', "%3E"));
+        let resp = http.delete(url).basic_auth("guest", Some("guest")).send().await.unwrap();
+        assert!(resp.status().is_success(), "{}", resp.status());
+        killed += 1;
+    }
+    killed
+}
+
+#[tokio::test]
+async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
+    let db = fresh_db().await;
+    let t = topology(Some("k")).await;
+    enqueue(&db.pool, NewEvent::new("Before", &t.exchange, "k", b"{}".to_vec())).await;
+    let relay = start(&db.pool, cfg());
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1).await;
+    let instance: Uuid =
+        sqlx::query_scalar("SELECT instance FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
+    // The management API lists a new connection a moment after it opens.
+    let mut killed = 0;
+    for _ in 0..100 {
+        killed = kill_connections(&format!("revenant-relay {instance}")).await;
+        if killed > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(killed, 1, "the relay's connection was found and closed");
+    for _ in 0..5 {
+        enqueue(&db.pool, NewEvent::new("After", &t.exchange, "k", b"{}".to_vec())).await;
+    }
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 6).await;
+    relay.stop().await;
+    assert_eq!(t.drain().await.len(), 6);
     t.delete().await;
     db.drop_db().await;
 }

@@ -1,0 +1,64 @@
+//! The relay's row in `heartbeats`: who is relaying, from where, and how it is doing.
+//!
+//! Policy: upserted every few seconds by a task of its own, so the Overview sees a relay
+//! that is alive but cut off from the broker (`connected: false`) rather than a silent one;
+//! written once more with `stopped: true` on a clean stop. A failed write is logged, never fatal.
+
+use std::{
+    sync::{Arc, atomic::Ordering::Relaxed},
+    time::Duration,
+};
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::stats::RelayStats;
+
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Upserts this relay's `heartbeats` row every few seconds, and once more when stopping.
+pub(crate) async fn run(pool: PgPool, owner: Uuid, window: usize, stats: Arc<RelayStats>, stop: CancellationToken) {
+    let host = hostname();
+    loop {
+        let stopping = stop.is_cancelled();
+        let detail = serde_json::json!({
+            "window": window,
+            "published": stats.published.load(Relaxed),
+            "failed": stats.failed_final.load(Relaxed),
+            "failed_attempts": stats.failed_attempts.load(Relaxed),
+            "returned": stats.returned.load(Relaxed),
+            "in_flight": stats.in_flight.load(Relaxed),
+            "connected": stats.connected.load(Relaxed),
+            "stopped": stopping,
+        });
+        let res = sqlx::query(
+            "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('relay', $1, $2, $3)
+             ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), host = EXCLUDED.host, detail = EXCLUDED.detail",
+        )
+        .bind(owner)
+        .bind(&host)
+        .bind(detail)
+        .execute(&pool)
+        .await;
+        if let Err(e) = res {
+            tracing::warn!(error = %e, "cannot write the relay heartbeat");
+        }
+        if stopping {
+            break;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = tokio::time::sleep(HEARTBEAT_EVERY) => {}
+        }
+    }
+}

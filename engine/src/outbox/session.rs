@@ -1,0 +1,352 @@
+//! One broker connection's worth of relay work: claim, publish, settle each confirm, drain.
+//!
+//! Policy: see [`super::relay`]. This file holds the loop and the per-row decisions; the
+//! relay around it owns reconnecting, the heartbeat and the LISTEN connection.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    sync::atomic::Ordering::Relaxed,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use lapin::{
+    Channel, Confirmation, Connection, ExchangeKind,
+    options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions},
+    protocol::{AMQPErrorKind, AMQPSoftError},
+    types::{FieldTable, ShortString},
+};
+use sqlx::{PgPool, postgres::PgListener};
+use tokio::time::{MissedTickBehavior, error::Elapsed};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{
+    backoff::Backoff,
+    message,
+    relay::NOTIFY_CHANNEL,
+    stats::RelayStats,
+    store::{self, AttemptOutcome, ClaimedRow},
+};
+use crate::settings::RelaySettings;
+
+/// What a confirm future hands back: the row, the outcome, the time the confirm took.
+struct Sent {
+    id: i64,
+    event_id: Uuid,
+    attempts: i32,
+}
+type Confirmed = (Sent, Result<lapin::Result<Confirmation>, Elapsed>, Duration);
+
+pub(super) async fn listen(pool: &PgPool) -> Option<PgListener> {
+    let res = async {
+        let mut l = PgListener::connect_with(pool).await?;
+        l.listen(NOTIFY_CHANNEL).await?;
+        Ok::<_, sqlx::Error>(l)
+    }
+    .await;
+    match res {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot LISTEN {NOTIFY_CHANNEL}; polling only until it works");
+            None
+        }
+    }
+}
+
+async fn notified(l: &mut Option<PgListener>) -> Result<(), sqlx::Error> {
+    match l {
+        Some(l) => l.recv().await.map(|_| ()),
+        None => std::future::pending().await,
+    }
+}
+
+enum Wake {
+    Shutdown,
+    Confirmed(Confirmed),
+    Notified(Result<(), sqlx::Error>),
+    Poll,
+}
+
+/// One broker connection's worth of work.
+pub(super) struct Session<'a> {
+    pool: &'a PgPool,
+    conn: &'a Connection,
+    cfg: &'a RelaySettings,
+    stats: &'a RelayStats,
+    owner: Uuid,
+    channel: Channel,
+    /// Passive declares fail by closing their channel, so they get one of their own.
+    probe: Option<Channel>,
+    known_exchanges: HashSet<String>,
+    backoff: Backoff,
+}
+
+impl<'a> Session<'a> {
+    pub(super) async fn open(
+        pool: &'a PgPool,
+        conn: &'a Connection,
+        cfg: &'a RelaySettings,
+        stats: &'a RelayStats,
+        owner: Uuid,
+    ) -> anyhow::Result<Self> {
+        let channel = conn.create_channel().await.context("cannot open a publishing channel")?;
+        channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
+        stats.connected.store(true, Relaxed);
+        let backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
+        Ok(Self { pool, conn, cfg, stats, owner, channel, probe: None, known_exchanges: HashSet::new(), backoff })
+    }
+
+    pub(super) async fn run(
+        &mut self,
+        listener: &mut Option<PgListener>,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        // Claimed rows not yet sent, each with the instant after which it must not be sent.
+        let mut buffer: VecDeque<(ClaimedRow, Instant)> = VecDeque::new();
+        let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
+        // True when the last claim found fewer rows than asked: wait for a NOTIFY or the poll.
+        let mut idle = false;
+        let mut poll = tokio::time::interval(self.cfg.poll);
+        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let result = loop {
+            if shutdown.is_cancelled() {
+                break Ok(());
+            }
+            let mut broken = None;
+            while in_flight.len() < self.cfg.window {
+                let Some((row, deadline)) = buffer.pop_front() else {
+                    break;
+                };
+                match self.publish(row, deadline).await {
+                    Ok(Some(confirm)) => in_flight.push(confirm),
+                    Ok(None) => {}
+                    Err(e) => {
+                        broken = Some(e);
+                        break;
+                    }
+                }
+            }
+            self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
+            if let Some(e) = broken {
+                break Err(e);
+            }
+            if buffer.is_empty() && in_flight.len() < self.cfg.window && !idle {
+                match store::claim(self.pool, self.owner, self.cfg.batch, self.cfg.lease).await {
+                    Ok(rows) => {
+                        idle = (rows.len() as i64) < self.cfg.batch;
+                        // Keep a confirm timeout of margin so no row is sent after its lease ran out.
+                        let margin = self.cfg.lease.checked_sub(self.cfg.confirm_timeout).unwrap_or(self.cfg.lease / 2);
+                        let deadline = Instant::now() + margin;
+                        buffer.extend(rows.into_iter().map(|r| (r, deadline)));
+                        if !buffer.is_empty() {
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "claim failed; retrying at the next poll");
+                        idle = true;
+                    }
+                }
+            }
+            let wake = tokio::select! {
+                _ = shutdown.cancelled() => Wake::Shutdown,
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => Wake::Confirmed(done),
+                r = notified(listener), if idle => Wake::Notified(r),
+                _ = poll.tick(), if idle => Wake::Poll,
+            };
+            match wake {
+                Wake::Shutdown => break Ok(()),
+                Wake::Confirmed(done) => {
+                    self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
+                    if let Err(e) = self.settle(done).await {
+                        break Err(e);
+                    }
+                }
+                Wake::Notified(Ok(())) => idle = false,
+                Wake::Notified(Err(e)) => {
+                    tracing::warn!(error = %e, "LISTEN connection lost; polling until it is back");
+                    *listener = None;
+                    idle = false;
+                }
+                Wake::Poll => {
+                    // An idle relay would otherwise notice a dead connection only at its next
+                    // publish, and report itself connected until then.
+                    if !self.channel.status().connected() {
+                        break Err(anyhow::anyhow!("publishing channel closed while idle"));
+                    }
+                    if listener.is_none() {
+                        *listener = listen(self.pool).await;
+                    }
+                    idle = false;
+                }
+            }
+        };
+        // Confirms already asked for: wait for them (bounded by the confirm timeout each), so
+        // a clean stop re-sends nothing. On a dead channel they resolve at once with an error.
+        while let Some(done) = in_flight.next().await {
+            if let Err(e) = self.settle(done).await {
+                tracing::debug!(error = %format!("{e:#}"), "confirm lost while draining; the lease will expire");
+            }
+        }
+        self.stats.in_flight.store(0, Relaxed);
+        let ids: Vec<i64> = buffer.iter().map(|(r, _)| r.id).collect();
+        if let Err(e) = store::release(self.pool, self.owner, &ids).await {
+            tracing::warn!(error = %e, rows = ids.len(), "cannot release leases; they will expire instead");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.channel.close(200, "relay stopping".into())).await;
+        result
+    }
+
+    /// Sends one row. `Ok(None)` when the row was dealt with without a publish (bad row,
+    /// missing exchange, lease too old); `Err` when the channel is unusable.
+    async fn publish(
+        &mut self,
+        row: ClaimedRow,
+        deadline: Instant,
+    ) -> anyhow::Result<Option<BoxFuture<'static, Confirmed>>> {
+        if Instant::now() >= deadline {
+            // Another relay may already own it; sending now could double it for nothing.
+            if let Err(e) = store::release(self.pool, self.owner, &[row.id]).await {
+                tracing::warn!(id = row.id, error = %e, "cannot release a stale lease");
+            }
+            return Ok(None);
+        }
+        let prepared = match message::prepare(&row) {
+            Ok(p) => p,
+            Err(reason) => {
+                let reason = format!("bad row: {reason}");
+                tracing::warn!(id = row.id, event_id = %row.event_id, %reason, "outbox row cannot be published as it stands");
+                RelayStats::bump(&self.stats.failed_attempts);
+                match store::mark_bad(self.pool, row.id, self.owner, &reason).await {
+                    Ok(AttemptOutcome::Failed) => RelayStats::bump(&self.stats.failed_final),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(id = row.id, error = %e, "cannot mark a bad row failed")
+                    }
+                }
+                return Ok(None);
+            }
+        };
+        if !self.exchange_exists(&prepared.exchange).await? {
+            let reason = format!("exchange `{}` does not exist (NOT_FOUND)", row.exchange);
+            self.fail(row.id, row.event_id, row.attempts, &reason).await;
+            return Ok(None);
+        }
+        let options = BasicPublishOptions { mandatory: true, immediate: false };
+        let publish = self.channel.basic_publish(
+            prepared.exchange,
+            prepared.routing_key,
+            options,
+            &row.payload,
+            prepared.properties,
+        );
+        let confirm = match tokio::time::timeout(self.cfg.confirm_timeout, publish).await {
+            Ok(Ok(confirm)) => confirm,
+            // Refused before anything was sent (the channel is closed): give the row back now
+            // rather than make it wait for its lease to expire.
+            Ok(Err(e)) => {
+                if let Err(re) = store::release(self.pool, self.owner, &[row.id]).await {
+                    tracing::warn!(id = row.id, error = %re, "cannot release the lease; it will expire");
+                }
+                return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost"));
+            }
+            // It may be half-sent: keep the lease, so a re-send waits for it to expire.
+            Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
+        };
+        tracing::debug!(id = row.id, event_id = %row.event_id, bytes = row.payload.len(), "published; awaiting confirm");
+        let sent = Sent { id: row.id, event_id: row.event_id, attempts: row.attempts };
+        let timeout = self.cfg.confirm_timeout;
+        let started = Instant::now();
+        Ok(Some(Box::pin(async move {
+            let res = tokio::time::timeout(timeout, confirm).await;
+            (sent, res, started.elapsed())
+        })))
+    }
+
+    async fn exchange_exists(&mut self, name: &ShortString) -> anyhow::Result<bool> {
+        if name.as_str().is_empty() || self.known_exchanges.contains(name.as_str()) {
+            return Ok(true);
+        }
+        let probe = match &self.probe {
+            Some(c) if c.status().connected() => c.clone(),
+            _ => {
+                let c = self.conn.create_channel().await.context("cannot open a probe channel")?;
+                self.probe = Some(c.clone());
+                c
+            }
+        };
+        let opts = ExchangeDeclareOptions { passive: true, ..Default::default() };
+        match probe.exchange_declare(name.clone(), ExchangeKind::Direct, opts, FieldTable::default()).await {
+            Ok(()) => {
+                self.known_exchanges.insert(name.to_string());
+                Ok(true)
+            }
+            Err(e) if is_not_found(&e) => {
+                self.probe = None;
+                Ok(false)
+            }
+            Err(e) => Err(anyhow::Error::new(e).context("passive exchange check failed")),
+        }
+    }
+
+    /// Records the outcome of one confirm. `Err` only when the channel is gone.
+    async fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<()> {
+        let reason = match res {
+            Ok(Ok(Confirmation::Ack(None))) => {
+                self.stats.observe_confirm_latency(latency);
+                match store::mark_published(self.pool, sent.id).await {
+                    Ok(true) => RelayStats::bump(&self.stats.published),
+                    Ok(false) => {
+                        tracing::info!(id = sent.id, event_id = %sent.event_id, "confirmed, but the row was archived meanwhile")
+                    }
+                    Err(e) => tracing::warn!(id = sent.id, event_id = %sent.event_id, error = %e,
+                        "confirmed but not marked; it will be sent again when the lease expires"),
+                }
+                return Ok(());
+            }
+            Ok(Ok(Confirmation::Ack(Some(ret)))) => {
+                RelayStats::bump(&self.stats.returned);
+                format!("returned by the broker: {} {}", ret.reply_code, ret.reply_text)
+            }
+            Ok(Ok(Confirmation::Nack(Some(ret)))) => {
+                format!("nacked by the broker (returned: {} {})", ret.reply_code, ret.reply_text)
+            }
+            Ok(Ok(Confirmation::Nack(None))) => "nacked by the broker".to_string(),
+            Ok(Ok(Confirmation::NotRequested)) => "no confirm: confirms are not enabled on the channel".to_string(),
+            // The confirm may or may not have been given: leave the lease to expire.
+            Ok(Err(e)) => {
+                return Err(anyhow::Error::new(e).context("confirm lost: channel or connection closed"));
+            }
+            Err(_) => format!("no confirm within {} ms", self.cfg.confirm_timeout.as_millis()),
+        };
+        self.fail(sent.id, sent.event_id, sent.attempts, &reason).await;
+        Ok(())
+    }
+
+    async fn fail(&self, id: i64, event_id: Uuid, attempts_before: i32, reason: &str) {
+        RelayStats::bump(&self.stats.failed_attempts);
+        let attempt = u32::try_from(attempts_before).unwrap_or(0).saturating_add(1);
+        let retry_in = self.backoff.delay(attempt);
+        match store::mark_attempt_failed(self.pool, id, self.owner, reason, self.cfg.max_attempts, retry_in).await {
+            Ok(AttemptOutcome::Failed) => {
+                RelayStats::bump(&self.stats.failed_final);
+                tracing::warn!(id, %event_id, attempt, reason, "outbox row failed for good");
+            }
+            Ok(AttemptOutcome::Retry) => {
+                tracing::info!(id, %event_id, attempt, reason, retry_in_ms = retry_in.as_millis() as u64, "publish attempt failed; will retry")
+            }
+            Ok(AttemptOutcome::NotOwned) => {
+                tracing::debug!(id, %event_id, "attempt failed on a row no longer ours")
+            }
+            Err(e) => {
+                tracing::warn!(id, %event_id, error = %e, "cannot record a failed attempt; the lease will expire")
+            }
+        }
+    }
+}
+
+fn is_not_found(e: &lapin::Error) -> bool {
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(err) if matches!(err.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
+}

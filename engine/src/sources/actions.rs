@@ -1,0 +1,269 @@
+//! Operator actions on outbox rows: retry now and archive, on picked rows or on a frozen
+//! selection of everything that matched a filter.
+//!
+//! Policy: an action only touches rows still in a state it applies to (pending or failed),
+//! so a row published meanwhile is left alone. A bulk action is two steps: `freeze` resolves
+//! the filter into a stored id set and reports its size; `execute` acts on exactly that set
+//! (never re-evaluating the filter), once, before the selection expires. On Revenant's own
+//! outbox the effect and its audit entry commit in one transaction. A mapped table lives in
+//! another database: its update commits first, then the audit entry records the outcome.
+
+use serde::{Deserialize, Serialize};
+use sqlx::{PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::{Source, query};
+use crate::audit;
+use crate::auth::Principal;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Retry,
+    Archive,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Option<Action> {
+        match s {
+            "retry" => Some(Action::Retry),
+            "archive" => Some(Action::Archive),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Retry => "retry",
+            Action::Archive => "archive",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("this selection does not exist, has expired, or was already carried out")]
+    SelectionGone,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// Who acts, from where: what the audit entry needs.
+pub struct Actor<'a> {
+    pub principal: &'a Principal,
+    pub ip: Option<&'a str>,
+}
+
+fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), ActionError> {
+    if action == Action::Archive {
+        if !src.native() {
+            return Err(ActionError::Invalid(format!(
+                "source `{}` is a mapped table with no archived state; archive it in its own service",
+                src.name
+            )));
+        }
+        if reason.map(str::trim).unwrap_or("").is_empty() {
+            return Err(ActionError::Invalid("archiving needs a reason".into()));
+        }
+    }
+    if action == Action::Retry && !src.native() && src.cols.attempts_col.is_none() {
+        return Err(ActionError::Invalid(format!(
+            "source `{}` declares no attempts_column: its own relay decides when to retry",
+            src.name
+        )));
+    }
+    Ok(())
+}
+
+/// The UPDATE for one action, restricted to the ids bound next by the caller.
+fn update_sql(src: &Source, action: Action) -> String {
+    let c = &src.cols;
+    if c.native {
+        match action {
+            Action::Retry => "UPDATE outbox SET status = 'pending', attempts = 0, last_error = NULL, next_attempt_at = now(), \
+                 lease_owner = NULL, lease_expires_at = NULL WHERE status IN ('pending', 'failed') AND id::text = ANY($1)"
+                .into(),
+            Action::Archive => "UPDATE outbox SET status = 'archived', archived_reason = $2, lease_owner = NULL, \
+                 lease_expires_at = NULL WHERE status IN ('pending', 'failed') AND id::text = ANY($1)"
+                .into(),
+        }
+    } else {
+        let mut sets = vec![format!("{} = 0", c.attempts_col.clone().unwrap_or_default())];
+        if let Some(le) = &c.last_error_col {
+            sets.push(format!("{le} = NULL"));
+        }
+        format!(
+            "UPDATE {} SET {} WHERE {} AND {} = ANY($1::text[]::{}[])",
+            c.table,
+            sets.join(", "),
+            c.pending_cond,
+            c.id,
+            c.id_type
+        )
+    }
+}
+
+async fn apply<'e>(
+    exec: impl sqlx::PgExecutor<'e>,
+    src: &Source,
+    action: Action,
+    ids: &[String],
+    reason: Option<&str>,
+) -> Result<u64, sqlx::Error> {
+    let sql = update_sql(src, action);
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ids.to_vec());
+    if src.native() && action == Action::Archive {
+        q = q.bind(reason.unwrap_or_default().trim().to_string());
+    }
+    Ok(q.execute(exec).await?.rows_affected())
+}
+
+fn entry<'a>(
+    actor: &'a Actor<'a>,
+    src: &Source,
+    action: Action,
+    n: i64,
+    filter: Option<serde_json::Value>,
+    detail: serde_json::Value,
+) -> audit::Entry<'a> {
+    audit::Entry {
+        actor: actor.principal,
+        source_ip: actor.ip,
+        action: if action == Action::Retry { "outbox.retry" } else { "outbox.archive" },
+        target: Some(format!("outbox source {}", src.name)),
+        filter,
+        item_count: n,
+        outcome: "ok",
+        detail: Some(detail),
+    }
+}
+
+/// Acts on rows the operator picked. Returns how many rows changed.
+pub async fn act_on_ids(
+    audit_pool: &PgPool,
+    src: &Source,
+    action: Action,
+    ids: &[String],
+    reason: Option<&str>,
+    actor: &Actor<'_>,
+) -> Result<u64, ActionError> {
+    check(src, action, reason)?;
+    if ids.is_empty() || ids.len() > 1000 {
+        return Err(ActionError::Invalid("pick between 1 and 1000 rows".into()));
+    }
+    let detail = serde_json::json!({ "ids": ids, "reason": reason });
+    if src.native() {
+        let mut tx = src.pool.begin().await?;
+        let n = apply(&mut *tx, src, action, ids, reason).await?;
+        audit::record(&mut *tx, entry(actor, src, action, n as i64, None, detail)).await?;
+        tx.commit().await?;
+        Ok(n)
+    } else {
+        let n = apply(&src.pool, src, action, ids, reason).await?;
+        audit::record(audit_pool, entry(actor, src, action, n as i64, None, detail)).await?;
+        Ok(n)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Frozen {
+    pub selection_id: Uuid,
+    pub count: i64,
+}
+
+/// Resolves the filter now and stores the matching ids (streamed in pages, never all in
+/// memory). The selection lives 15 minutes.
+pub async fn freeze(
+    own: &PgPool,
+    src: &Source,
+    filter: &query::Filter,
+    action: Action,
+    reason: Option<&str>,
+    actor: &Principal,
+) -> Result<Frozen, ActionError> {
+    check(src, action, reason)?;
+    if matches!(filter.bucket, query::Bucket::Published | query::Bucket::Archived) {
+        return Err(ActionError::Invalid(format!(
+            "rows that are {} cannot be retried or archived",
+            filter.bucket.as_str()
+        )));
+    }
+    let id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO selections (id, kind, source, action, reason, filter, created_by, expires_at)
+         VALUES ($1, 'outbox', $2, $3, $4, $5, $6, now() + interval '15 minutes')",
+    )
+    .bind(id)
+    .bind(&src.name)
+    .bind(action.as_str())
+    .bind(reason.map(str::trim))
+    .bind(serde_json::to_value(filter).unwrap_or_default())
+    .bind(&actor.username)
+    .execute(own)
+    .await?;
+    let mut after: Option<String> = None;
+    let mut total = 0i64;
+    loop {
+        let (rows, next) = query::list(src, filter, after.as_deref(), 5000).await?;
+        if rows.is_empty() {
+            break;
+        }
+        let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
+        total += ids.len() as i64;
+        let mut q = QueryBuilder::<Postgres>::new("INSERT INTO selection_items (selection_id, item) ");
+        q.push("SELECT ").push_bind(id).push(", unnest(").push_bind(ids).push("::text[]) ON CONFLICT DO NOTHING");
+        q.build().execute(own).await?;
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    sqlx::query("UPDATE selections SET item_count = $2 WHERE id = $1").bind(id).bind(total).execute(own).await?;
+    Ok(Frozen { selection_id: id, count: total })
+}
+
+/// Carries out a frozen selection once. Returns how many rows changed (rows that left the
+/// applicable states since the freeze are skipped, and the audit entry says so).
+pub async fn execute(own: &PgPool, sources: &[Source], selection: Uuid, actor: &Actor<'_>) -> Result<u64, ActionError> {
+    let mut tx = own.begin().await?;
+    let sel: Option<(String, String, Option<String>, serde_json::Value, i64)> = sqlx::query_as(
+        "SELECT source, action, reason, filter, item_count FROM selections
+         WHERE id = $1 AND kind = 'outbox' AND executed_at IS NULL AND expires_at > now() FOR UPDATE",
+    )
+    .bind(selection)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((source, action, reason, filter, frozen)) = sel else {
+        return Err(ActionError::SelectionGone);
+    };
+    let src = super::find(sources, &source).ok_or(ActionError::SelectionGone)?;
+    let action = Action::parse(&action).ok_or(ActionError::SelectionGone)?;
+    let mut changed = 0u64;
+    let mut last = String::new();
+    loop {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT item FROM selection_items WHERE selection_id = $1 AND item > $2 ORDER BY item LIMIT 5000",
+        )
+        .bind(selection)
+        .bind(&last)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(l) = ids.last() else { break };
+        last = l.clone();
+        changed += if src.native() {
+            apply(&mut *tx, src, action, &ids, reason.as_deref()).await?
+        } else {
+            apply(&src.pool, src, action, &ids, reason.as_deref()).await?
+        };
+    }
+    sqlx::query("UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1")
+        .bind(selection)
+        .bind(changed as i64)
+        .execute(&mut *tx)
+        .await?;
+    let detail = serde_json::json!({ "selection": selection, "frozen": frozen, "changed": changed, "reason": reason });
+    audit::record(&mut *tx, entry(actor, src, action, changed as i64, Some(filter), detail)).await?;
+    tx.commit().await?;
+    Ok(changed)
+}

@@ -1,0 +1,293 @@
+//! Lists, counts and details of outbox rows, for any source.
+//!
+//! Policy: keyset pagination on (created_at, id) — never OFFSET — so the 1000th page costs
+//! what the first does; counts stop at [`COUNT_CAP`] and say "more than", because an exact
+//! count of millions of rows is a full scan the on-call engineer does not need.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{Postgres, QueryBuilder, Row};
+
+use super::Source;
+
+pub const COUNT_CAP: i64 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Bucket {
+    #[default]
+    Pending,
+    Stuck,
+    Failed,
+    Published,
+    Archived,
+}
+
+impl Bucket {
+    pub fn parse(s: &str) -> Option<Bucket> {
+        Some(match s {
+            "pending" => Bucket::Pending,
+            "stuck" => Bucket::Stuck,
+            "failed" => Bucket::Failed,
+            "published" => Bucket::Published,
+            "archived" => Bucket::Archived,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Pending => "pending",
+            Bucket::Stuck => "stuck",
+            Bucket::Failed => "failed",
+            Bucket::Published => "published",
+            Bucket::Archived => "archived",
+        }
+    }
+    /// Oldest first where age is the problem; newest first for history.
+    fn ascending(self) -> bool {
+        matches!(self, Bucket::Pending | Bucket::Stuck | Bucket::Failed)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Filter {
+    pub bucket: Bucket,
+    pub event_type: Option<String>,
+    pub routing_key: Option<String>,
+    /// Substring of the last error (case-insensitive).
+    pub error: Option<String>,
+    /// Substring of the payload bytes (e.g. an order id), for finding one event.
+    pub payload: Option<String>,
+    pub event_id: Option<String>,
+    pub older_than_mins: Option<i64>,
+    pub newer_than_mins: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub created_at: DateTime<Utc>,
+    pub id: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RowSummary {
+    pub id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub exchange: String,
+    pub routing_key: String,
+    pub created_at: DateTime<Utc>,
+    pub status: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub published_at: Option<DateTime<Utc>>,
+    pub payload_size: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Count {
+    pub n: i64,
+    /// True when the count stopped at the cap: "more than n".
+    pub capped: bool,
+}
+
+fn escape_like(s: &str) -> String {
+    format!("%{}%", s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"))
+}
+
+/// Appends ` AND …` conditions for the filter.
+pub fn push_conditions(q: &mut QueryBuilder<Postgres>, src: &Source, f: &Filter) {
+    let c = &src.cols;
+    q.push(" AND ");
+    match f.bucket {
+        Bucket::Pending => {
+            q.push(&c.pending_cond);
+        }
+        Bucket::Stuck => {
+            q.push(&c.pending_cond).push(" AND (").push(&c.created_at).push(" < now() - make_interval(secs => ");
+            q.push_bind(src.stuck_after.as_secs_f64());
+            q.push(") OR ").push(&c.attempts).push(" >= ").push_bind(src.stuck_attempts).push(")");
+        }
+        Bucket::Failed if c.native => {
+            q.push("status = 'failed'");
+        }
+        Bucket::Archived if c.native => {
+            q.push("status = 'archived'");
+        }
+        Bucket::Failed | Bucket::Archived => {
+            // A mapped table has no such state.
+            q.push("false");
+        }
+        Bucket::Published if c.native => {
+            q.push("status = 'published'");
+        }
+        Bucket::Published => {
+            q.push("NOT ").push(&c.pending_cond);
+        }
+    }
+    if let Some(t) = &f.event_type {
+        q.push(" AND ").push(&c.event_type).push(" = ").push_bind(t.clone());
+    }
+    if let Some(rk) = &f.routing_key {
+        q.push(" AND ").push(&c.routing_key).push(" = ").push_bind(rk.clone());
+    }
+    if let Some(e) = &f.error {
+        q.push(" AND ").push(&c.last_error).push(" ILIKE ").push_bind(escape_like(e));
+    }
+    if let Some(p) = &f.payload {
+        q.push(" AND position(").push_bind(p.as_bytes().to_vec()).push("::bytea in ").push(&c.payload).push(") > 0");
+    }
+    if let Some(id) = &f.event_id {
+        q.push(" AND ").push(&c.event_id).push(" = ").push_bind(id.clone());
+    }
+    if let Some(m) = f.older_than_mins {
+        q.push(" AND ").push(&c.created_at).push(" < now() - make_interval(mins => ").push_bind(m as i32).push(")");
+    }
+    if let Some(m) = f.newer_than_mins {
+        q.push(" AND ").push(&c.created_at).push(" >= now() - make_interval(mins => ").push_bind(m as i32).push(")");
+    }
+}
+
+fn select_summary(c: &super::mapping::Cols, extra: &str) -> String {
+    format!(
+        "SELECT {id}::text AS id, {eid} AS event_id, {ty} AS event_type, {ex} AS exchange, {rk} AS routing_key, \
+         {ca} AS created_at, {st} AS status, {at} AS attempts, {le} AS last_error, {pa} AS published_at, \
+         octet_length({pl})::bigint AS payload_size{extra} FROM {t}",
+        id = c.id,
+        eid = c.event_id,
+        ty = c.event_type,
+        ex = c.exchange,
+        rk = c.routing_key,
+        ca = c.created_at,
+        st = c.status,
+        at = c.attempts,
+        le = c.last_error,
+        pa = c.published_at,
+        pl = c.payload,
+        t = c.table
+    )
+}
+
+fn summary(row: &sqlx::postgres::PgRow) -> Result<RowSummary, sqlx::Error> {
+    Ok(RowSummary {
+        id: row.try_get("id")?,
+        event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
+        exchange: row.try_get("exchange")?,
+        routing_key: row.try_get("routing_key")?,
+        created_at: row.try_get("created_at")?,
+        status: row.try_get("status")?,
+        attempts: row.try_get("attempts")?,
+        last_error: row.try_get("last_error")?,
+        published_at: row.try_get("published_at")?,
+        payload_size: row.try_get("payload_size")?,
+    })
+}
+
+/// One page of rows and the cursor of the next page (None at the end). `after` is the
+/// opaque cursor string a previous page returned.
+pub async fn list(
+    src: &Source,
+    f: &Filter,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<(Vec<RowSummary>, Option<String>), sqlx::Error> {
+    let c = &src.cols;
+    let asc = f.bucket.ascending();
+    let mut q = QueryBuilder::<Postgres>::new(select_summary(c, ""));
+    q.push(" WHERE true");
+    push_conditions(&mut q, src, f);
+    if let Some((ts, id)) = after.and_then(parse_cursor) {
+        q.push(" AND (").push(&c.created_at).push(", ").push(&c.id).push(if asc { ") > (" } else { ") < (" });
+        q.push_bind(ts).push(", ").push_bind(id).push("::text::").push(&c.id_type).push(")");
+    }
+    let dir = if asc { "ASC" } else { "DESC" };
+    q.push(format!(" ORDER BY {} {dir}, {} {dir} LIMIT ", c.created_at, c.id)).push_bind(limit + 1);
+    let rows = q.build().fetch_all(&src.pool).await?;
+    let mut out = rows.iter().map(summary).collect::<Result<Vec<_>, _>>()?;
+    let next = if out.len() as i64 > limit {
+        out.truncate(limit as usize);
+        out.last().map(|r| format!("{}~{}", r.created_at.timestamp_micros(), r.id))
+    } else {
+        None
+    };
+    Ok((out, next))
+}
+
+fn parse_cursor(s: &str) -> Option<(DateTime<Utc>, String)> {
+    let (ts, id) = s.split_once('~')?;
+    let ts = DateTime::<Utc>::from_timestamp_micros(ts.parse().ok()?)?;
+    Some((ts, id.to_string()))
+}
+
+pub async fn count(src: &Source, f: &Filter) -> Result<Count, sqlx::Error> {
+    let mut q =
+        QueryBuilder::<Postgres>::new(format!("SELECT count(*) FROM (SELECT 1 FROM {} WHERE true", src.cols.table));
+    push_conditions(&mut q, src, f);
+    q.push(" LIMIT ").push_bind(COUNT_CAP + 1).push(") capped");
+    let n: i64 = q.build_query_scalar().fetch_one(&src.pool).await?;
+    Ok(Count { n: n.min(COUNT_CAP), capped: n > COUNT_CAP })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Health {
+    pub source: String,
+    pub oldest_pending: Option<DateTime<Utc>>,
+    pub pending: Count,
+    pub stuck: Count,
+    pub failed: Count,
+}
+
+/// What the Overview shows per source: the age of the oldest pending row above all.
+pub async fn health(src: &Source) -> Result<Health, sqlx::Error> {
+    let c = &src.cols;
+    let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT min({}) FROM {} WHERE {}",
+        c.created_at, c.table, c.pending_cond
+    )))
+    .fetch_one(&src.pool)
+    .await?;
+    let f = |bucket| Filter { bucket, ..Filter::default() };
+    Ok(Health {
+        source: src.name.clone(),
+        oldest_pending: oldest,
+        pending: count(src, &f(Bucket::Pending)).await?,
+        stuck: count(src, &f(Bucket::Stuck)).await?,
+        failed: count(src, &f(Bucket::Failed)).await?,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Detail {
+    pub summary: RowSummary,
+    pub payload: Vec<u8>,
+    pub content_type: Option<String>,
+    pub headers: Option<serde_json::Value>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub archived_reason: Option<String>,
+    pub lease_owner: Option<String>,
+}
+
+pub async fn detail(src: &Source, id: &str) -> Result<Option<Detail>, sqlx::Error> {
+    let c = &src.cols;
+    let extra = if c.native {
+        ", content_type, headers, next_attempt_at, archived_reason, lease_owner::text AS lease_owner"
+    } else {
+        ", NULL::text AS content_type, NULL::jsonb AS headers, NULL::timestamptz AS next_attempt_at, \
+           NULL::text AS archived_reason, NULL::text AS lease_owner"
+    };
+    let mut q = QueryBuilder::<Postgres>::new(select_summary(c, &format!(", {} AS payload{extra}", c.payload)));
+    q.push(" WHERE ").push(&c.id).push(" = ").push_bind(id.to_string()).push("::text::").push(&c.id_type);
+    let Some(row) = q.build().fetch_optional(&src.pool).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Detail {
+        summary: summary(&row)?,
+        payload: row.try_get("payload")?,
+        content_type: row.try_get("content_type")?,
+        headers: row.try_get("headers")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        archived_reason: row.try_get("archived_reason")?,
+        lease_owner: row.try_get("lease_owner")?,
+    }))
+}

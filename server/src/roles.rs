@@ -1,0 +1,83 @@
+//! Background roles: the outbox relay, the dead-letter ingester and its depth sampler. Each
+//! runs inside `serve` unless switched off, or alone as its own subcommand.
+
+use std::{sync::Arc, time::Duration};
+
+use engine::{dead_letter::ingest::IngestStats, outbox::stats::RelayStats, settings::Settings};
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Default)]
+pub struct Stats {
+    pub relay: Arc<RelayStats>,
+    pub ingest: Arc<IngestStats>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Which {
+    pub relay: bool,
+    pub ingest: bool,
+}
+
+pub fn spawn(
+    set: &mut JoinSet<(&'static str, anyhow::Result<()>)>,
+    settings: &Settings,
+    pool: &PgPool,
+    stats: &Stats,
+    which: Which,
+    shutdown: &CancellationToken,
+) {
+    if which.relay {
+        let fut = engine::outbox::relay::run(
+            pool.clone(),
+            settings.amqp_url.clone(),
+            settings.relay.clone(),
+            stats.relay.clone(),
+            shutdown.clone(),
+        );
+        set.spawn(async move { ("relay", fut.await) });
+    }
+    if which.ingest {
+        if settings.ingest.queues.is_empty() {
+            tracing::warn!("ingest role is on but ingest.queues (REVENANT_INGEST_QUEUES) is empty: nothing to ingest");
+        } else {
+            let fut = engine::dead_letter::ingest::run(
+                pool.clone(),
+                settings.amqp_url.clone(),
+                settings.ingest.clone(),
+                stats.ingest.clone(),
+                shutdown.clone(),
+            );
+            set.spawn(async move { ("ingest", fut.await) });
+            let sampler = engine::dead_letter::depth::run_sampler(
+                pool.clone(),
+                settings.amqp_url.clone(),
+                settings.management_url.clone(),
+                settings.ingest.queues.clone(),
+                Duration::from_secs(10),
+                shutdown.clone(),
+            );
+            set.spawn(async move { ("depth sampler", sampler.await) });
+        }
+    }
+}
+
+/// Waits for every role to stop, logging how each ended.
+pub async fn join(mut set: JoinSet<(&'static str, anyhow::Result<()>)>) -> anyhow::Result<()> {
+    let mut failed = None;
+    while let Some(res) = set.join_next().await {
+        match res {
+            Ok((name, Ok(()))) => tracing::info!(role = name, "stopped"),
+            Ok((name, Err(e))) => {
+                tracing::error!(role = name, error = %format!("{e:#}"), "role failed");
+                failed = Some(e.context(format!("{name} failed")));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "role panicked");
+                failed = Some(anyhow::anyhow!("a role panicked: {e}"));
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
