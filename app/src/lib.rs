@@ -3,7 +3,9 @@
 #![recursion_limit = "256"]
 
 pub mod auth;
+pub mod body_view;
 pub mod error;
+pub mod format;
 #[cfg(feature = "ssr")]
 pub mod guard;
 pub mod layout;
@@ -11,16 +13,23 @@ pub mod pages;
 pub mod policy;
 #[cfg(feature = "ssr")]
 pub mod state;
+pub mod widgets;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
-    SsrMode, StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
     components::{Route, Router, Routes},
 };
 
 use crate::layout::Frame;
-use crate::pages::{audit::AuditLogPage, login::LoginPage, not_found::NotFound, overview::OverviewPage};
+use crate::pages::{
+    audit::AuditLogPage,
+    login::LoginPage,
+    not_found::NotFound,
+    outbox::{OutboxPage, detail::OutboxRowPage},
+    overview::OverviewPage,
+};
 
 /// The HTML document around every page; the server renders it per request.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -72,6 +81,12 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("login") view=LoginPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("audit") view=AuditLogPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("outbox") view=OutboxPage ssr=SsrMode::Async />
+                    <Route
+                        path=(StaticSegment("outbox"), ParamSegment("source"), ParamSegment("id"))
+                        view=OutboxRowPage
+                        ssr=SsrMode::Async
+                    />
                 </Routes>
             </Frame>
         </Router>

@@ -3,4 +3,5 @@
 pub mod audit;
 pub mod login;
 pub mod not_found;
+pub mod outbox;
 pub mod overview;

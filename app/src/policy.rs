@@ -12,6 +12,12 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("me", "viewer"),
     ("dependencies", "viewer"),
     ("audit/list", "viewer"),
+    ("outbox/health", "viewer"),
+    ("outbox/list", "viewer"),
+    ("outbox/detail", "viewer"),
+    ("outbox/act", "operator"),
+    ("outbox/freeze", "operator"),
+    ("outbox/execute", "operator"),
 ];
 
 pub fn min_role(endpoint: &str) -> Option<&'static str> {

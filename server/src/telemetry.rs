@@ -4,7 +4,7 @@ use engine::settings::LogFormat;
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,lapin=warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,lapin=off"));
     let registry = tracing_subscriber::registry().with(filter);
     // A second init (tests that start several servers) is harmless: keep the first.
     let _ = match format {

@@ -1,0 +1,205 @@
+//! Outbox: what has not been published, why, and the retry / archive actions.
+
+pub mod api;
+mod bulk;
+pub mod detail;
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::auth::whoami;
+use crate::format;
+use crate::layout::{ErrorBox, PageTitle};
+use crate::widgets::{Pill, Tabs, query_string};
+use api::{OutboxQuery, outbox_health, outbox_list};
+
+const BUCKETS: &[(&str, &str)] = &[
+    ("pending", "Pending"),
+    ("stuck", "Stuck"),
+    ("failed", "Failed"),
+    ("published", "Published"),
+    ("archived", "Archived"),
+];
+
+fn read_query(m: &leptos_router::params::ParamsMap) -> OutboxQuery {
+    OutboxQuery {
+        source: m.get("source"),
+        bucket: m.get("bucket"),
+        event_type: m.get("event_type"),
+        routing_key: m.get("routing_key"),
+        error: m.get("error"),
+        payload: m.get("payload"),
+        event_id: m.get("event_id"),
+        older_than_mins: m.get("older_than_mins"),
+        newer_than_mins: m.get("newer_than_mins"),
+    }
+}
+
+pub fn href(q: &OutboxQuery, after: Option<String>) -> String {
+    format!(
+        "/outbox{}",
+        query_string(&[
+            ("source", q.source.clone()),
+            ("bucket", q.bucket.clone()),
+            ("event_type", q.event_type.clone()),
+            ("routing_key", q.routing_key.clone()),
+            ("error", q.error.clone()),
+            ("payload", q.payload.clone()),
+            ("event_id", q.event_id.clone()),
+            ("older_than_mins", q.older_than_mins.clone()),
+            ("newer_than_mins", q.newer_than_mins.clone()),
+            ("after", after),
+        ])
+    )
+}
+
+#[component]
+pub fn OutboxPage() -> impl IntoView {
+    let params = use_query_map();
+    let query = Memo::new(move |_| params.with(read_query));
+    let after = Memo::new(move |_| params.with(|m| m.get("after")));
+    let acted = RwSignal::new(0u32);
+    let health = Resource::new(move || acted.get(), |_| outbox_health());
+    let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| outbox_list(q, a));
+    let caller = Resource::new(|| (), |_| whoami());
+    view! {
+        <PageTitle title="Outbox" />
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match health.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(list) => view! { <SourceCards list selected=query.get_untracked().source /> }.into_any(),
+                }
+            })}
+        </Suspense>
+        {move || {
+            let q = query.get();
+            let current = q.bucket.clone().unwrap_or_else(|| "pending".into());
+            let tabs = BUCKETS.iter().map(|(b, label)| {
+                let mut t = q.clone();
+                t.bucket = Some(b.to_string());
+                (href(&t, None), label.to_string(), current == *b)
+            }).collect();
+            view! { <Tabs items=tabs /> <FilterForm q /> }
+        }}
+        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                match page.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(p) => view! { <RowsTable p q=query.get_untracked() can_operate acted /> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn SourceCards(list: Vec<api::SourceHealthView>, selected: Option<String>) -> impl IntoView {
+    let selected = selected.unwrap_or_else(|| engine_native().into());
+    view! {
+        <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3 mb-4" data-testid="outbox-sources">
+            {list.into_iter().map(|s| {
+                let late = s.oldest_pending_secs.is_some_and(|a| a > s.stuck_after_secs);
+                let href = format!("/outbox?source={}", crate::pages::audit::urlencode(&s.source));
+                let active = s.source == selected;
+                view! {
+                    <a href=href class="card px-3 py-2 block hover:border-violet-400" class=("ring-2", active) class=("ring-violet-500", active)>
+                        <div class="flex items-center gap-2">
+                            <span class="font-medium">{s.source.clone()}</span>
+                            <span class="ml-auto text-xs muted">"pending "{s.pending.clone()}" · stuck "{s.stuck.clone()}" · failed "{s.failed.clone()}</span>
+                        </div>
+                        <div class="mt-1 text-xs muted">"oldest pending"</div>
+                        <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
+                            {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none".into())}
+                        </div>
+                    </a>
+                }
+            }).collect_view()}
+        </div>
+    }
+}
+
+fn engine_native() -> &'static str {
+    "revenant"
+}
+
+#[component]
+fn FilterForm(q: OutboxQuery) -> impl IntoView {
+    let field = |name: &'static str, label: &'static str, value: Option<String>, placeholder: &'static str| {
+        view! {
+            <label class="flex flex-col gap-0.5">
+                {label}
+                <input class="input w-36" name=name value=value.unwrap_or_default() placeholder=placeholder />
+            </label>
+        }
+    };
+    view! {
+        <form method="get" action="/outbox" class="flex flex-wrap gap-2 mb-3 items-end text-sm" data-testid="outbox-filter">
+            <input type="hidden" name="source" value=q.source.clone().unwrap_or_default() />
+            <input type="hidden" name="bucket" value=q.bucket.clone().unwrap_or_default() />
+            {field("event_type", "Type", q.event_type.clone(), "order.created")}
+            {field("routing_key", "Routing key", q.routing_key.clone(), "")}
+            {field("error", "Error contains", q.error.clone(), "NO_ROUTE")}
+            {field("payload", "Payload contains", q.payload.clone(), "")}
+            {field("older_than_mins", "Older than (min)", q.older_than_mins.clone(), "")}
+            {field("newer_than_mins", "Newer than (min)", q.newer_than_mins.clone(), "")}
+            <button class="btn" type="submit">"Filter"</button>
+            <a class="btn" href=href(&OutboxQuery { source: q.source.clone(), bucket: q.bucket.clone(), ..Default::default() }, None)>"Clear"</a>
+        </form>
+    }
+}
+
+#[component]
+fn RowsTable(p: api::OutboxPage, q: OutboxQuery, can_operate: bool, acted: RwSignal<u32>) -> impl IntoView {
+    let selected = RwSignal::new(std::collections::BTreeSet::<String>::new());
+    let source = p.source.clone();
+    let next = p.next.clone().map(|n| href(&q, Some(n)));
+    let actionable = matches!(p.bucket.as_str(), "pending" | "stuck" | "failed");
+    let empty = p.rows.is_empty();
+    view! {
+        <div class="flex items-center gap-3 mb-2 text-sm">
+            <span data-testid="outbox-count"><b>{p.count.clone()}</b>" rows match"</span>
+        </div>
+        {(can_operate && actionable).then(|| view! {
+            <bulk::ActionBar source=source.clone() q=q.clone() selected acted native=p.native />
+        })}
+        <div class="card overflow-x-auto">
+            <table class="tbl" data-testid="outbox-table">
+                <thead><tr>
+                    <th></th><th>"Event id"</th><th>"Type"</th><th>"Routing key"</th><th>"Age"</th>
+                    <th>"Status"</th><th>"Attempts"</th><th>"Last error"</th><th>"Size"</th>
+                </tr></thead>
+                <tbody>
+                    {p.rows.into_iter().map(|r| {
+                        let id = r.id.clone();
+                        let id2 = r.id.clone();
+                        let detail = format!("/outbox/{}/{}", crate::pages::audit::urlencode(&source), crate::pages::audit::urlencode(&r.id));
+                        view! {
+                            <tr>
+                                <td>{(can_operate && actionable).then(|| view! {
+                                    <input type="checkbox" aria-label="select row"
+                                        prop:checked=move || selected.with(|s| s.contains(&id))
+                                        on:change=move |ev| {
+                                            let on = event_target_checked(&ev);
+                                            selected.update(|s| { if on { s.insert(id2.clone()); } else { s.remove(&id2); } });
+                                        } />
+                                })}</td>
+                                <td class="font-mono text-xs"><a class="underline" href=detail>{format::clip(&r.event_id, 36)}</a></td>
+                                <td>{r.event_type}</td>
+                                <td class="font-mono text-xs">{r.exchange}" "{r.routing_key}</td>
+                                <td class="tabular-nums whitespace-nowrap" title=r.created_at>{format::age_secs(r.age_secs)}</td>
+                                <td><Pill text=r.status /></td>
+                                <td class="text-right tabular-nums">{r.attempts}</td>
+                                <td class="text-xs text-red-700 dark:text-red-300 max-w-xs break-words">{r.last_error.map(|e| format::clip(&e, 120))}</td>
+                                <td class="text-right tabular-nums whitespace-nowrap">{format::bytes(r.payload_size)}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+            {empty.then(|| view! { <p class="p-3 muted text-sm">"No rows match."</p> })}
+        </div>
+        {next.map(|h| view! { <a class="btn mt-3" href=h>"Next page →"</a> })}
+    }
+}

@@ -1,0 +1,81 @@
+//! One outbox row: every column, its payload rendered safely, and what happened downstream.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+use super::api::outbox_detail;
+use crate::body_view::Body;
+use crate::layout::{ErrorBox, PageTitle};
+use crate::widgets::Pill;
+
+#[component]
+pub fn OutboxRowPage() -> impl IntoView {
+    let params = use_params_map();
+    let query = use_query_map();
+    let key = move || {
+        (
+            params.with(|p| p.get("source").unwrap_or_default()),
+            params.with(|p| p.get("id").unwrap_or_default()),
+            query.with(|q| q.get("full").is_some()),
+        )
+    };
+    let detail = Resource::new(key, |(s, id, full)| outbox_detail(s, id, full));
+    view! {
+        <PageTitle title="Outbox row" />
+        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(d) => {
+                        let full = format!("/outbox/{}/{}?full=1", crate::pages::audit::urlencode(&d.source), crate::pages::audit::urlencode(&d.row.id));
+                        let back = format!("/outbox?source={}", crate::pages::audit::urlencode(&d.source));
+                        let kv = |k: &'static str, v: Option<String>| view! {
+                            <tr><th class="w-40">{k}</th><td class="font-mono text-xs break-all">{v.unwrap_or_else(|| "—".into())}</td></tr>
+                        };
+                        view! {
+                            <a class="text-sm underline" href=back>"← back to "{d.source.clone()}</a>
+                            <div class="grid lg:grid-cols-2 gap-4 mt-2">
+                                <div class="card">
+                                    <table class="tbl">
+                                        <tbody>
+                                            <tr><th class="w-40">"Status"</th><td><Pill text=d.row.status.clone() /></td></tr>
+                                            {kv("Event id", Some(d.row.event_id.clone()))}
+                                            {kv("Row id", Some(d.row.id.clone()))}
+                                            {kv("Type", Some(d.row.event_type.clone()))}
+                                            {kv("Exchange", Some(d.row.exchange.clone()))}
+                                            {kv("Routing key", Some(d.row.routing_key.clone()))}
+                                            {kv("Created", Some(format!("{} ({} ago)", d.row.created_at, crate::format::age_secs(d.row.age_secs))))}
+                                            {kv("Published", d.published_at.clone())}
+                                            {kv("Attempts", Some(d.row.attempts.to_string()))}
+                                            {kv("Next attempt", d.next_attempt_at.clone())}
+                                            {kv("Last error", d.row.last_error.clone())}
+                                            {kv("Archived because", d.archived_reason.clone())}
+                                            {kv("Leased by", d.lease_owner.clone())}
+                                            {kv("Content type", d.content_type.clone())}
+                                        </tbody>
+                                    </table>
+                                    <h2 class="text-sm font-semibold px-2 pt-3">"Headers"</h2>
+                                    <pre class="p-2 text-xs font-mono whitespace-pre-wrap break-all" data-testid="headers">{d.headers.clone().unwrap_or_else(|| "—".into())}</pre>
+                                    <h2 class="text-sm font-semibold px-2 pt-3">"Downstream (dead letters with this message id)"</h2>
+                                    <ul class="p-2 text-sm">
+                                        {if d.downstream.is_empty() {
+                                            view! { <li class="muted">"none seen"</li> }.into_any()
+                                        } else {
+                                            d.downstream.iter().map(|(id, queue, status)| view! {
+                                                <li><a class="underline" href=format!("/dead-letters/{id}")>{format!("#{id} in {queue}")}</a>" "<Pill text=status.clone() /></li>
+                                            }).collect_view().into_any()
+                                        }}
+                                    </ul>
+                                </div>
+                                <div>
+                                    <h2 class="text-sm font-semibold mb-1">"Payload"</h2>
+                                    <Body body=d.payload.clone() full_href=full />
+                                </div>
+                            </div>
+                        }.into_any()
+                    }
+                }
+            })}
+        </Suspense>
+    }
+}

@@ -1,0 +1,52 @@
+//! Small pieces of page furniture shared by several pages.
+
+use leptos::prelude::*;
+
+/// A status word as a coloured pill.
+#[component]
+pub fn Pill(#[prop(into)] text: String) -> impl IntoView {
+    let class = match text.as_str() {
+        "pending" | "awaiting" | "scheduled" => {
+            "pill bg-amber-100 text-amber-900 dark:bg-amber-900/40 dark:text-amber-200"
+        }
+        "stuck" | "failed" | "firing" | "fail" | "critical" => {
+            "pill bg-red-100 text-red-800 dark:bg-red-900/40 dark:text-red-200"
+        }
+        "published" | "replayed" | "done" | "ok" | "pass" | "resolved" | "sent" => {
+            "pill bg-emerald-100 text-emerald-800 dark:bg-emerald-900/40 dark:text-emerald-200"
+        }
+        "warn" | "warning" | "paused" | "replaying" | "running" => {
+            "pill bg-sky-100 text-sky-800 dark:bg-sky-900/40 dark:text-sky-200"
+        }
+        _ => "pill bg-slate-200 text-slate-700 dark:bg-slate-800 dark:text-slate-300",
+    };
+    view! { <span class=class>{text}</span> }
+}
+
+/// A row of links, the current one highlighted.
+#[component]
+pub fn Tabs(items: Vec<(String, String, bool)>) -> impl IntoView {
+    view! {
+        <div class="flex flex-wrap gap-1 border-b border-slate-200 dark:border-slate-800 mb-3">
+            {items.into_iter().map(|(href, label, active)| {
+                let class = if active {
+                    "px-3 py-1.5 text-sm -mb-px border-b-2 border-violet-600 font-medium"
+                } else {
+                    "px-3 py-1.5 text-sm -mb-px border-b-2 border-transparent muted hover:text-slate-900 dark:hover:text-white"
+                };
+                view! { <a class=class href=href aria-current=active.then_some("page")>{label}</a> }
+            }).collect_view()}
+        </div>
+    }
+}
+
+/// Builds a query string from pairs, skipping empty values.
+pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| {
+            v.as_ref().filter(|v| !v.is_empty()).map(|v| format!("{k}={}", crate::pages::audit::urlencode(v)))
+        })
+        .collect();
+    if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+}
