@@ -25,6 +25,7 @@ use leptos_router::{
 use crate::layout::Frame;
 use crate::pages::{
     audit::AuditLogPage,
+    dead_letters::{DeadLettersPage, detail::DeadLetterPage, groups::GroupsPage},
     login::LoginPage,
     not_found::NotFound,
     outbox::{OutboxPage, detail::OutboxRowPage},
@@ -82,6 +83,17 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("login") view=LoginPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("audit") view=AuditLogPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("outbox") view=OutboxPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("dead-letters") view=DeadLettersPage ssr=SsrMode::Async />
+                    <Route
+                        path=(StaticSegment("dead-letters"), StaticSegment("groups"))
+                        view=GroupsPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(StaticSegment("dead-letters"), ParamSegment("id"))
+                        view=DeadLetterPage
+                        ssr=SsrMode::Async
+                    />
                     <Route
                         path=(StaticSegment("outbox"), ParamSegment("source"), ParamSegment("id"))
                         view=OutboxRowPage

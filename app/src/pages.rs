@@ -1,6 +1,7 @@
 //! One module per page, each with the server functions it calls.
 
 pub mod audit;
+pub mod dead_letters;
 pub mod login;
 pub mod not_found;
 pub mod outbox;

@@ -18,6 +18,13 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("outbox/act", "operator"),
     ("outbox/freeze", "operator"),
     ("outbox/execute", "operator"),
+    ("dead-letters/queues", "viewer"),
+    ("dead-letters/list", "viewer"),
+    ("dead-letters/groups", "viewer"),
+    ("dead-letters/detail", "viewer"),
+    ("dead-letters/archive", "operator"),
+    ("dead-letters/freeze-archive", "operator"),
+    ("dead-letters/execute-archive", "operator"),
 ];
 
 pub fn min_role(endpoint: &str) -> Option<&'static str> {

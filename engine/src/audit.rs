@@ -10,6 +10,12 @@ use sqlx::{PgExecutor, Postgres, QueryBuilder};
 
 use crate::auth::Principal;
 
+/// Who acts, from where: what every audit entry needs.
+pub struct Actor<'a> {
+    pub principal: &'a Principal,
+    pub ip: Option<&'a str>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
     pub actor: &'a Principal,

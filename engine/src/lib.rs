@@ -7,10 +7,13 @@ pub mod audit;
 pub mod auth;
 pub mod db;
 pub mod dead_letter;
+pub mod demo;
 pub mod health;
 pub mod management;
 pub mod outbox;
 pub mod settings;
 pub mod sources;
+pub mod topology;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod triage;

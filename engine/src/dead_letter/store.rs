@@ -129,7 +129,7 @@ pub async fn insert_committed(pool: &PgPool, r: &Received) -> Result<InsertOutco
     Ok(outcome)
 }
 
-const FULL_COLUMNS: &str = "id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+pub(crate) const FULL_COLUMNS: &str = "id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
     app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body, body_size,
     exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys, death_count,
     first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason, replay_of, ingested_at";
@@ -181,6 +181,20 @@ pub async fn list(
             group_id, status, body_size, substring(body from 1 for ",
     );
     q.push_bind(SUMMARY_BODY_BYTES).push(") AS body_head, ingested_at FROM dead_letters WHERE true");
+    push_conditions(&mut q, f);
+    if let Some(c) = cursor {
+        q.push(" AND (ingested_at, id) < (").push_bind(c.ingested_at).push(", ").push_bind(c.id).push(")");
+    }
+    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ").push_bind(limit + 1);
+    let mut items: Vec<DeadLetterSummary> = q.build_query_as().fetch_all(db).await?;
+    let more = items.len() as i64 > limit;
+    items.truncate(limit as usize);
+    let next = if more { items.last().map(|r| Cursor { ingested_at: r.ingested_at, id: r.id }) } else { None };
+    Ok(Page { items, next })
+}
+
+/// Appends ` AND …` for each filter field; shared by lists, counts and frozen selections.
+pub fn push_conditions(q: &mut QueryBuilder<Postgres>, f: &ListFilter) {
     if let Some(v) = &f.queue {
         q.push(" AND queue = ").push_bind(v.clone());
     }
@@ -210,15 +224,15 @@ pub async fn list(
     if let Some(v) = f.older_than {
         q.push(" AND ingested_at < ").push_bind(v);
     }
-    if let Some(c) = cursor {
-        q.push(" AND (ingested_at, id) < (").push_bind(c.ingested_at).push(", ").push_bind(c.id).push(")");
-    }
-    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ").push_bind(limit + 1);
-    let mut items: Vec<DeadLetterSummary> = q.build_query_as().fetch_all(db).await?;
-    let more = items.len() as i64 > limit;
-    items.truncate(limit as usize);
-    let next = if more { items.last().map(|r| Cursor { ingested_at: r.ingested_at, id: r.id }) } else { None };
-    Ok(Page { items, next })
+}
+
+/// How many dead letters match, stopping at `cap` (the caller shows "more than").
+pub async fn count(db: impl PgExecutor<'_>, f: &ListFilter, cap: i64) -> Result<(i64, bool), StoreError> {
+    let mut q = QueryBuilder::<Postgres>::new("SELECT count(*) FROM (SELECT 1 FROM dead_letters WHERE true");
+    push_conditions(&mut q, f);
+    q.push(" LIMIT ").push_bind(cap + 1).push(") capped");
+    let n: i64 = q.build_query_scalar().fetch_one(db).await?;
+    Ok((n.min(cap), n > cap))
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

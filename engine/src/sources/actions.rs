@@ -49,11 +49,7 @@ pub enum ActionError {
     Db(#[from] sqlx::Error),
 }
 
-/// Who acts, from where: what the audit entry needs.
-pub struct Actor<'a> {
-    pub principal: &'a Principal,
-    pub ip: Option<&'a str>,
-}
+pub use crate::audit::Actor;
 
 fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), ActionError> {
     if action == Action::Archive {

@@ -2,6 +2,9 @@
 //! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
 
 mod auth;
+mod demo;
 mod ingest;
 mod relay;
 mod sources;
+mod topology;
+mod triage;

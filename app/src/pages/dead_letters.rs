@@ -1,0 +1,218 @@
+//! Dead letters: queue depths, messages awaiting triage, failure groups, and the triage
+//! actions.
+
+pub mod api;
+mod bulk;
+pub mod detail;
+pub mod groups;
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::auth::whoami;
+use crate::format;
+use crate::layout::{ErrorBox, PageTitle};
+use crate::widgets::{Pill, Tabs, query_string};
+use api::{DlQuery, dl_list, dl_queues};
+
+fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
+    DlQuery {
+        queue: m.get("queue"),
+        reason: m.get("reason"),
+        status: m.get("status"),
+        error: m.get("error"),
+        body: m.get("body"),
+        message_id: m.get("message_id"),
+        group: m.get("group"),
+        newer_than_mins: m.get("newer_than_mins"),
+        older_than_mins: m.get("older_than_mins"),
+    }
+}
+
+pub fn href(q: &DlQuery, after: Option<String>) -> String {
+    format!(
+        "/dead-letters{}",
+        query_string(&[
+            ("queue", q.queue.clone()),
+            ("reason", q.reason.clone()),
+            ("status", q.status.clone()),
+            ("error", q.error.clone()),
+            ("body", q.body.clone()),
+            ("message_id", q.message_id.clone()),
+            ("group", q.group.clone()),
+            ("newer_than_mins", q.newer_than_mins.clone()),
+            ("older_than_mins", q.older_than_mins.clone()),
+            ("after", after),
+        ])
+    )
+}
+
+/// An inline SVG polyline of a series (no script, so it passes the CSP).
+#[component]
+pub fn Sparkline(series: Vec<i64>) -> impl IntoView {
+    let max = series.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let n = series.len().max(2) as f64 - 1.0;
+    let points = series
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{:.1},{:.1}", i as f64 * 120.0 / n, 28.0 - (*v as f64 / max) * 26.0))
+        .collect::<Vec<_>>()
+        .join(" ");
+    view! {
+        <svg viewBox="0 0 120 30" class="w-32 h-8 text-violet-500" aria-label="depth over the last hour" role="img">
+            <polyline points=points fill="none" stroke="currentColor" stroke-width="1.5" />
+        </svg>
+    }
+}
+
+#[component]
+pub fn QueueCards(list: Vec<api::QueueView>) -> impl IntoView {
+    let empty = list.is_empty();
+    view! {
+        <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3 mb-4" data-testid="dlq-cards">
+            {list.into_iter().map(|q| {
+                let href = format!("/dead-letters?queue={}", crate::pages::audit::urlencode(&q.queue));
+                view! {
+                    <a href=href class="card px-3 py-2 block hover:border-violet-400">
+                        <div class="flex items-center gap-2">
+                            <span class="font-medium font-mono text-sm break-all">{q.queue.clone()}</span>
+                            <span class="ml-auto"><Sparkline series=q.series.clone() /></span>
+                        </div>
+                        <div class="flex gap-4 text-sm mt-1">
+                            <span><span class="text-xl font-semibold tabular-nums" data-testid="awaiting">{q.awaiting}</span>" awaiting triage"</span>
+                            <span class="muted">"broker: "{q.ready.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" ready · "
+                                {q.unacked.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" unacked · "
+                                {q.consumers.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" consumers"</span>
+                        </div>
+                        <div class="text-xs muted">{q.sampled_secs_ago.map(|s| format!("sampled {} ago", format::age_secs(s))).unwrap_or_else(|| "not sampled yet".into())}</div>
+                    </a>
+                }
+            }).collect_view()}
+            {empty.then(|| view! { <p class="muted text-sm">"No dead-letter queues are watched yet: set ingest.queues (REVENANT_INGEST_QUEUES)."</p> })}
+        </div>
+    }
+}
+
+#[component]
+pub fn DeadLettersPage() -> impl IntoView {
+    let params = use_query_map();
+    let query = Memo::new(move |_| params.with(read_query));
+    let after = Memo::new(move |_| params.with(|m| m.get("after")));
+    let acted = RwSignal::new(0u32);
+    let queues = Resource::new(move || acted.get(), |_| dl_queues());
+    let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| dl_list(q, a));
+    let caller = Resource::new(|| (), |_| whoami());
+    view! {
+        <PageTitle title="Dead letters" />
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match queues.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(list) => view! { <QueueCards list /> }.into_any(),
+                }
+            })}
+        </Suspense>
+        {move || {
+            let q = query.get();
+            let current = q.status.clone().unwrap_or_else(|| "awaiting".into());
+            let mut tabs: Vec<(String, String, bool)> = ["awaiting", "replaying", "replayed", "archived", "all"].iter().map(|s| {
+                let mut t = q.clone();
+                t.status = Some(s.to_string());
+                (href(&t, None), s.to_string(), current == *s)
+            }).collect();
+            tabs.push(("/dead-letters/groups".into(), "failure groups".into(), false));
+            view! { <Tabs items=tabs /> <FilterForm q /> }
+        }}
+        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                match page.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(p) => view! { <Rows p q=query.get_untracked() can_operate acted /> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn FilterForm(q: DlQuery) -> impl IntoView {
+    let field = |name: &'static str, label: &'static str, value: Option<String>, placeholder: &'static str| {
+        view! {
+            <label class="flex flex-col gap-0.5">
+                {label}
+                <input class="input w-36" name=name value=value.unwrap_or_default() placeholder=placeholder />
+            </label>
+        }
+    };
+    view! {
+        <form method="get" action="/dead-letters" class="flex flex-wrap gap-2 mb-3 items-end text-sm" data-testid="dl-filter">
+            <input type="hidden" name="status" value=q.status.clone().unwrap_or_default() />
+            <input type="hidden" name="group" value=q.group.clone().unwrap_or_default() />
+            {field("queue", "Queue", q.queue.clone(), "orders.dlq")}
+            <label class="flex flex-col gap-0.5">"Reason"
+                <select class="input" name="reason">
+                    {["", "rejected", "expired", "maxlen", "delivery_limit", "none", "unknown"].iter().map(|r| {
+                        let selected = q.reason.as_deref().unwrap_or("") == *r;
+                        view! { <option value=*r selected=selected>{if r.is_empty() { "any" } else { r }}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            {field("error", "Error contains", q.error.clone(), "KeyError")}
+            {field("body", "Body contains", q.body.clone(), "order 1234")}
+            {field("message_id", "Message id", q.message_id.clone(), "")}
+            {field("newer_than_mins", "Newer than (min)", q.newer_than_mins.clone(), "")}
+            <button class="btn" type="submit">"Filter"</button>
+            <a class="btn" href="/dead-letters">"Clear"</a>
+        </form>
+        {q.group.clone().filter(|g| !g.is_empty()).map(|g| view! {
+            <p class="text-sm mb-2">"Showing failure group #"{g.clone()}". "<a class="underline" href=href(&DlQuery { group: None, ..q.clone() }, None)>"Show all groups"</a></p>
+        })}
+    }
+}
+
+#[component]
+fn Rows(p: api::DlPage, q: DlQuery, can_operate: bool, acted: RwSignal<u32>) -> impl IntoView {
+    let selected = RwSignal::new(std::collections::BTreeSet::<i64>::new());
+    let next = p.next.clone().map(|n| href(&q, Some(n)));
+    let empty = p.rows.is_empty();
+    view! {
+        <p class="text-sm mb-2" data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
+        {can_operate.then(|| view! { <bulk::ArchiveBar q=q.clone() selected acted /> })}
+        <div class="card overflow-x-auto">
+            <table class="tbl" data-testid="dl-table">
+                <thead><tr>
+                    <th></th><th>"#"</th><th>"Queue"</th><th>"Reason"</th><th>"Error"</th><th>"Body"</th>
+                    <th>"Deaths"</th><th>"Status"</th><th>"Age"</th>
+                </tr></thead>
+                <tbody>
+                    {p.rows.into_iter().map(|r| {
+                        let id = r.id;
+                        view! {
+                            <tr>
+                                <td>{can_operate.then(|| view! {
+                                    <input type="checkbox" aria-label="select message"
+                                        prop:checked=move || selected.with(|s| s.contains(&id))
+                                        on:change=move |ev| {
+                                            let on = event_target_checked(&ev);
+                                            selected.update(|s| { if on { s.insert(id); } else { s.remove(&id); } });
+                                        } />
+                                })}</td>
+                                <td><a class="underline font-mono text-xs" href=format!("/dead-letters/{id}")>{format!("#{id}")}</a></td>
+                                <td class="font-mono text-xs">{r.original_queue.clone().unwrap_or_else(|| r.queue.clone())}</td>
+                                <td><Pill text=r.reason /></td>
+                                <td class="text-xs text-red-700 dark:text-red-300 max-w-xs break-words">{r.error.map(|e| format::clip(&e, 100))}</td>
+                                <td class="font-mono text-xs max-w-sm break-all muted">{r.preview}</td>
+                                <td class="text-right tabular-nums">{r.death_count}</td>
+                                <td><Pill text=r.status /></td>
+                                <td class="tabular-nums whitespace-nowrap">{format::age_secs(r.age_secs)}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+            {empty.then(|| view! { <p class="p-3 muted text-sm">"No dead letters match."</p> })}
+        </div>
+        {next.map(|h| view! { <a class="btn mt-3" href=h>"Older →"</a> })}
+    }
+}

@@ -1,0 +1,161 @@
+//! Server functions of the Dead letters pages, and what they return.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::body_view::BodyView;
+use crate::error::AppError;
+
+/// The filter as it travels in the URL and forms; validated on the server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DlQuery {
+    pub queue: Option<String>,
+    pub reason: Option<String>,
+    pub status: Option<String>,
+    pub error: Option<String>,
+    pub body: Option<String>,
+    pub message_id: Option<String>,
+    pub group: Option<String>,
+    pub newer_than_mins: Option<String>,
+    pub older_than_mins: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct QueueView {
+    pub queue: String,
+    pub ready: Option<i64>,
+    pub unacked: Option<i64>,
+    pub consumers: Option<i64>,
+    pub sampled_secs_ago: Option<i64>,
+    pub awaiting: i64,
+    /// Broker depth over the last hour, oldest first, for a sparkline.
+    pub series: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DlRow {
+    pub id: i64,
+    pub queue: String,
+    pub message_id: Option<String>,
+    pub reason: String,
+    pub original_queue: Option<String>,
+    pub error: Option<String>,
+    pub death_count: i64,
+    pub group_id: Option<i64>,
+    pub status: String,
+    pub body_size: i32,
+    pub preview: String,
+    pub age_secs: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DlPage {
+    pub rows: Vec<DlRow>,
+    pub next: Option<String>,
+    pub count: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GroupView {
+    pub id: i64,
+    pub original_queue: Option<String>,
+    pub reason: String,
+    pub error_type: Option<String>,
+    pub error_sample: Option<String>,
+    pub first_seen: String,
+    pub last_seen_secs: i64,
+    pub count: i64,
+    pub awaiting: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HeaderRow {
+    pub name: String,
+    pub kind: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeathRow {
+    pub count: i64,
+    pub reason: String,
+    pub queue: String,
+    pub exchange: String,
+    pub routing_keys: String,
+    pub time: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeadLetterView {
+    pub id: i64,
+    pub status: String,
+    pub archived_reason: Option<String>,
+    pub properties: Vec<(String, String)>,
+    pub headers: Vec<HeaderRow>,
+    pub deaths: Vec<DeathRow>,
+    pub body: BodyView,
+    pub group_id: Option<i64>,
+    pub replay_of: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FrozenView {
+    pub selection_id: String,
+    pub count: i64,
+}
+
+#[cfg(feature = "ssr")]
+#[path = "api_server.rs"]
+mod server;
+
+#[server(prefix = "/api", endpoint = "dead-letters/queues")]
+pub async fn dl_queues() -> Result<Vec<QueueView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::queues().await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/list")]
+pub async fn dl_list(q: DlQuery, after: Option<String>) -> Result<DlPage, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::list(&q, after.as_deref()).await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/groups")]
+pub async fn dl_groups(queue: Option<String>, only_awaiting: bool) -> Result<Vec<GroupView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::groups(queue, only_awaiting).await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/detail")]
+pub async fn dl_detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::detail(id, full).await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/archive")]
+pub async fn dl_archive(ids: Vec<i64>, reason: String) -> Result<u64, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Operator)?;
+    let state = crate::state::app_state()?;
+    let ip = crate::guard::client_ip();
+    let actor = engine::audit::Actor { principal: &principal, ip: ip.as_deref() };
+    engine::triage::archive_ids(&state.pool, &ids, &reason, &actor).await.map_err(server::triage_error)
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/freeze-archive")]
+pub async fn dl_freeze_archive(q: DlQuery, reason: String) -> Result<FrozenView, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Operator)?;
+    let state = crate::state::app_state()?;
+    let f = server::filter(&q)?;
+    let frozen = engine::triage::freeze_archive(&state.pool, &f, &reason, &principal).await.map_err(server::triage_error)?;
+    Ok(FrozenView { selection_id: frozen.selection_id.to_string(), count: frozen.count })
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/execute-archive")]
+pub async fn dl_execute_archive(selection_id: String) -> Result<u64, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Operator)?;
+    let state = crate::state::app_state()?;
+    let id = selection_id.parse().map_err(|_| AppError::Invalid("not a selection id".into()))?;
+    let ip = crate::guard::client_ip();
+    let actor = engine::audit::Actor { principal: &principal, ip: ip.as_deref() };
+    engine::triage::execute_archive(&state.pool, id, &actor).await.map_err(server::triage_error)
+}

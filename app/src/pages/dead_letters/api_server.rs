@@ -1,0 +1,236 @@
+//! The server side of the Dead letters server functions.
+
+use chrono::Utc;
+use engine::dead_letter::{headers, store, x_death};
+use serde_json::Value;
+
+use super::*;
+
+pub fn triage_error(e: engine::triage::TriageError) -> AppError {
+    use engine::triage::TriageError as E;
+    match e {
+        E::Invalid(m) => AppError::Invalid(m),
+        E::SelectionGone => AppError::Conflict(e.to_string()),
+        E::Db(e) => AppError::from(e),
+        E::Store(e) => AppError::internal(e),
+    }
+}
+
+fn clean(v: &Option<String>) -> Option<String> {
+    v.as_ref().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn minutes(field: &str, v: &Option<String>) -> Result<Option<chrono::DateTime<Utc>>, AppError> {
+    match clean(v) {
+        None => Ok(None),
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) if (1..=525_600).contains(&n) => Ok(Some(Utc::now() - chrono::Duration::minutes(n))),
+            _ => Err(AppError::Invalid(format!("{field}: `{s}` is not a number of minutes between 1 and 525600"))),
+        },
+    }
+}
+
+pub fn filter(q: &DlQuery) -> Result<store::ListFilter, AppError> {
+    let status = match clean(&q.status).as_deref() {
+        None => Some(store::Status::Awaiting),
+        Some("all") => None,
+        Some(s) => Some(store::Status::parse(s).ok_or_else(|| AppError::Invalid(format!("unknown status `{s}`")))?),
+    };
+    let group_id = match clean(&q.group) {
+        None => None,
+        Some(g) => Some(g.parse::<i64>().map_err(|_| AppError::Invalid(format!("group: `{g}` is not a group number")))?),
+    };
+    Ok(store::ListFilter {
+        queue: clean(&q.queue),
+        reason: clean(&q.reason),
+        group_id,
+        status,
+        error_text: clean(&q.error),
+        body_contains: clean(&q.body).map(String::into_bytes),
+        message_id: clean(&q.message_id),
+        newer_than: minutes("newer than", &q.newer_than_mins)?,
+        older_than: minutes("older than", &q.older_than_mins)?,
+    })
+}
+
+pub async fn queues() -> Result<Vec<QueueView>, AppError> {
+    let state = crate::state::app_state()?;
+    let latest = engine::dead_letter::depth::latest(&state.pool).await?;
+    let awaiting: Vec<(String, i64)> =
+        sqlx::query_as("SELECT queue, count(*) FROM dead_letters WHERE status = 'awaiting' GROUP BY queue")
+            .fetch_all(&state.pool)
+            .await?;
+    let mut names: Vec<String> = state.settings.ingest.queues.clone();
+    for n in latest.iter().map(|s| s.queue.clone()).chain(awaiting.iter().map(|(q, _)| q.clone())) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for name in names {
+        let sample = latest.iter().find(|s| s.queue == name);
+        let series = engine::dead_letter::depth::series(&state.pool, &name, now - chrono::Duration::hours(1)).await?;
+        out.push(QueueView {
+            awaiting: awaiting.iter().find(|(q, _)| *q == name).map(|(_, n)| *n).unwrap_or(0),
+            ready: sample.map(|s| s.ready),
+            unacked: sample.and_then(|s| s.unacked),
+            consumers: sample.map(|s| s.consumers),
+            sampled_secs_ago: sample.map(|s| (now - s.at).num_seconds()),
+            series: series.iter().map(|s| s.ready).collect(),
+            queue: name,
+        });
+    }
+    Ok(out)
+}
+
+fn cursor(s: &str) -> Option<store::Cursor> {
+    let (ts, id) = s.split_once('~')?;
+    Some(store::Cursor { ingested_at: chrono::DateTime::<Utc>::from_timestamp_micros(ts.parse().ok()?)?, id: id.parse().ok()? })
+}
+
+pub async fn list(q: &DlQuery, after: Option<&str>) -> Result<DlPage, AppError> {
+    let state = crate::state::app_state()?;
+    let f = filter(q)?;
+    let page = store::list(&state.pool, &f, after.and_then(cursor), 50).await.map_err(AppError::internal)?;
+    let (n, capped) = store::count(&state.pool, &f, 10_000).await.map_err(AppError::internal)?;
+    let now = Utc::now();
+    Ok(DlPage {
+        next: page.next.map(|c| format!("{}~{}", c.ingested_at.timestamp_micros(), c.id)),
+        count: crate::format::count(n, capped),
+        rows: page
+            .items
+            .into_iter()
+            .map(|r| DlRow {
+                preview: crate::format::clip(&crate::body_view::BodyView::render(&r.body_head, 200).text, 120),
+                error: match (r.error_type, r.error_message) {
+                    (Some(t), Some(m)) => Some(format!("{t}: {m}")),
+                    (t, m) => t.or(m),
+                },
+                age_secs: (now - r.ingested_at).num_seconds(),
+                id: r.id,
+                queue: r.queue,
+                message_id: r.message_id,
+                reason: r.reason,
+                original_queue: r.original_queue,
+                death_count: r.death_count,
+                group_id: r.group_id,
+                status: r.status,
+                body_size: r.body_size,
+            })
+            .collect(),
+    })
+}
+
+pub async fn groups(queue: Option<String>, only_awaiting: bool) -> Result<Vec<GroupView>, AppError> {
+    let state = crate::state::app_state()?;
+    let f = store::GroupFilter { original_queue: clean(&queue), reason: None, only_awaiting };
+    let now = Utc::now();
+    Ok(store::groups(&state.pool, &f, 200)
+        .await
+        .map_err(AppError::internal)?
+        .into_iter()
+        .map(|g| GroupView {
+            id: g.id,
+            original_queue: g.original_queue,
+            reason: g.reason,
+            error_type: g.error_type,
+            error_sample: g.error_sample,
+            first_seen: crate::format::time(g.first_seen),
+            last_seen_secs: (now - g.last_seen).num_seconds(),
+            count: g.count,
+            awaiting: g.awaiting,
+        })
+        .collect())
+}
+
+/// A typed header value as a person reads it: strings as they are, the rest as plain JSON.
+fn plain(v: &Value) -> Value {
+    let Some(o) = v.as_object() else { return v.clone() };
+    if let Some(h) = o.get("hex").and_then(Value::as_str) {
+        return Value::String(format!("0x{h}"));
+    }
+    match (o.get("t").and_then(Value::as_str), o.get("v")) {
+        (Some("table"), Some(Value::Object(m))) => Value::Object(m.iter().map(|(k, v)| (k.clone(), plain(v))).collect()),
+        (Some("array"), Some(Value::Array(a))) => Value::Array(a.iter().map(plain).collect()),
+        (_, Some(v)) => v.clone(),
+        _ => Value::Null,
+    }
+}
+
+pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
+    let state = crate::state::app_state()?;
+    let d = store::get(&state.pool, id).await.map_err(|e| match e {
+        store::StoreError::NotFound(_) => AppError::NotFound(format!("no dead letter #{id}")),
+        other => AppError::internal(other),
+    })?;
+    let mut headers_rows = Vec::new();
+    let mut deaths = Vec::new();
+    if let Some(Value::Object(map)) = &d.headers {
+        for (k, v) in map {
+            let kind = v.get("t").and_then(Value::as_str).unwrap_or("?").to_string();
+            let p = plain(v);
+            let value = match &p {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            headers_rows.push(HeaderRow { name: k.clone(), kind, value });
+        }
+        if let Ok(table) = headers::table_from_json(&Value::Object(map.clone())) {
+            if let Some(parsed) = x_death::parse(Some(&table)) {
+                deaths = parsed
+                    .entries
+                    .into_iter()
+                    .map(|e| DeathRow {
+                        count: e.count,
+                        reason: e.reason,
+                        queue: e.queue,
+                        exchange: e.exchange,
+                        routing_keys: e.routing_keys.join(", "),
+                        time: e.time.map(crate::format::time),
+                    })
+                    .collect();
+            }
+        }
+    }
+    let opt = |k: &str, v: &Option<String>| v.as_ref().map(|v| (k.to_string(), v.clone()));
+    let properties: Vec<(String, String)> = [
+        Some(("queue".to_string(), d.queue.clone())),
+        opt("message_id", &d.message_id),
+        opt("correlation_id", &d.correlation_id),
+        opt("content_type", &d.content_type),
+        opt("content_encoding", &d.content_encoding),
+        d.amqp_timestamp.map(|t| ("timestamp".to_string(), crate::format::time(t))),
+        opt("app_id", &d.app_id),
+        opt("type", &d.msg_type),
+        opt("user_id", &d.user_id),
+        d.delivery_mode.map(|v| ("delivery_mode".to_string(), v.to_string())),
+        d.priority.map(|v| ("priority".to_string(), v.to_string())),
+        opt("expiration", &d.expiration),
+        opt("reply_to", &d.reply_to),
+        Some(("delivered via".to_string(), format!("exchange `{}` key `{}`", d.exchange, d.routing_key))),
+        Some(("reason".to_string(), d.reason.clone())),
+        opt("original queue", &d.original_queue),
+        opt("original exchange", &d.original_exchange),
+        (!d.original_routing_keys.is_empty()).then(|| ("original routing keys".to_string(), d.original_routing_keys.join(", "))),
+        Some(("death count".to_string(), d.death_count.to_string())),
+        d.first_death_at.map(|t| ("first death".to_string(), crate::format::time(t))),
+        opt("error type", &d.error_type),
+        opt("error message", &d.error_message),
+        Some(("ingested".to_string(), crate::format::time(d.ingested_at))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    Ok(DeadLetterView {
+        id: d.id,
+        status: d.status.clone(),
+        archived_reason: d.archived_reason.clone(),
+        properties,
+        headers: headers_rows,
+        deaths,
+        body: crate::body_view::BodyView::render(&d.body, if full { usize::MAX } else { 64 * 1024 }),
+        group_id: d.group_id,
+        replay_of: d.replay_of,
+    })
+}

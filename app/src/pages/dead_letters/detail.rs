@@ -1,0 +1,78 @@
+//! One dead letter: every property and header, its x-death history, and its body.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+use super::api::dl_detail;
+use crate::body_view::Body;
+use crate::layout::{ErrorBox, PageTitle};
+use crate::widgets::Pill;
+
+#[component]
+pub fn DeadLetterPage() -> impl IntoView {
+    let params = use_params_map();
+    let query = use_query_map();
+    let key = move || (params.with(|p| p.get("id").unwrap_or_default()), query.with(|q| q.get("full").is_some()));
+    let detail = Resource::new(key, |(id, full)| async move {
+        let id = id.parse::<i64>().map_err(|_| crate::error::AppError::NotFound(format!("no dead letter {id}")))?;
+        dl_detail(id, full).await
+    });
+    view! {
+        <PageTitle title="Dead letter" />
+        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(d) => view! {
+                        <div class="flex items-center gap-3 mb-3 text-sm">
+                            <a class="underline" href="/dead-letters">"← dead letters"</a>
+                            <span class="font-mono">{format!("#{}", d.id)}</span>
+                            <Pill text=d.status.clone() />
+                            {d.archived_reason.clone().map(|r| view! { <span class="muted">"archived: "{r}</span> })}
+                            {d.group_id.map(|g| view! { <a class="underline" href=format!("/dead-letters?group={g}&status=all")>{format!("failure group #{g}")}</a> })}
+                            {d.replay_of.map(|r| view! { <a class="underline" href=format!("/dead-letters/{r}")>{format!("replay of #{r}")}</a> })}
+                        </div>
+                        <div class="grid lg:grid-cols-2 gap-4">
+                            <div class="flex flex-col gap-4">
+                                <div class="card">
+                                    <table class="tbl" data-testid="properties"><tbody>
+                                        {d.properties.iter().map(|(k, v)| view! {
+                                            <tr><th class="w-44">{k.clone()}</th><td class="font-mono text-xs break-all">{v.clone()}</td></tr>
+                                        }).collect_view()}
+                                    </tbody></table>
+                                </div>
+                                <div class="card">
+                                    <h2 class="text-sm font-semibold px-2 pt-2">"x-death history"</h2>
+                                    <table class="tbl" data-testid="deaths">
+                                        <thead><tr><th>"Count"</th><th>"Reason"</th><th>"Queue"</th><th>"Exchange"</th><th>"Keys"</th><th>"Time"</th></tr></thead>
+                                        <tbody>
+                                            {d.deaths.iter().map(|x| view! {
+                                                <tr><td>{x.count}</td><td>{x.reason.clone()}</td><td class="font-mono text-xs">{x.queue.clone()}</td>
+                                                <td class="font-mono text-xs">{x.exchange.clone()}</td><td class="font-mono text-xs">{x.routing_keys.clone()}</td>
+                                                <td class="text-xs">{x.time.clone()}</td></tr>
+                                            }).collect_view()}
+                                        </tbody>
+                                    </table>
+                                    {d.deaths.is_empty().then(|| view! { <p class="p-2 text-sm muted">"No x-death header: this message was published to the queue directly."</p> })}
+                                </div>
+                                <div class="card">
+                                    <h2 class="text-sm font-semibold px-2 pt-2">"Headers"</h2>
+                                    <table class="tbl" data-testid="headers"><tbody>
+                                        {d.headers.iter().map(|h| view! {
+                                            <tr><th class="w-44 font-mono text-xs">{h.name.clone()}</th><td class="text-xs muted">{h.kind.clone()}</td>
+                                            <td class="font-mono text-xs break-all">{h.value.clone()}</td></tr>
+                                        }).collect_view()}
+                                    </tbody></table>
+                                </div>
+                            </div>
+                            <div>
+                                <h2 class="text-sm font-semibold mb-1">"Body"</h2>
+                                <Body body=d.body.clone() full_href=format!("/dead-letters/{}?full=1", d.id) />
+                            </div>
+                        </div>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
