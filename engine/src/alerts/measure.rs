@@ -1,0 +1,113 @@
+//! A rule's current value, read from the tables the other roles keep.
+//!
+//! Policy: the clock of every age and window is the database's `now()`, not this process's,
+//! so instances with skewed clocks agree. A value that cannot be known (no depth sample yet
+//! for the queue) is `None` and the rule keeps its state, rather than reading as zero and
+//! resolving an alert nobody has fixed. Counts on outbox sources stop at the sources'
+//! `COUNT_CAP`, like the console's own counts.
+
+use sqlx::PgPool;
+
+use super::{crud::Rule, rule::RuleKind};
+use crate::sources::{
+    self, Source,
+    query::{self, Bucket, Filter},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error("outbox source `{0}` is not declared in this instance's settings")]
+    UnknownSource(String),
+    #[error("the rule has no target")]
+    NoTarget,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    pub value: f64,
+    /// The newest failure group in the window, for `new_failure_group` links.
+    pub group_id: Option<i64>,
+}
+
+impl Measurement {
+    fn of(value: f64) -> Option<Self> {
+        Some(Self { value, group_id: None })
+    }
+}
+
+/// The window as the database's interval argument, minutes.
+fn window(rule: &Rule) -> i32 {
+    rule.window_mins.unwrap_or(60)
+}
+
+pub async fn measure(own: &PgPool, sources: &[Source], rule: &Rule) -> Result<Option<Measurement>, MeasureError> {
+    let target = || rule.target.as_deref().ok_or(MeasureError::NoTarget);
+    let source = || {
+        let t = target()?;
+        sources::find(sources, t).ok_or_else(|| MeasureError::UnknownSource(t.to_string()))
+    };
+    match rule.kind {
+        RuleKind::DlqDepth => {
+            let ready: Option<i64> =
+                sqlx::query_scalar("SELECT ready FROM queue_samples WHERE queue = $1 ORDER BY at DESC LIMIT 1")
+                    .bind(target()?)
+                    .fetch_optional(own)
+                    .await?;
+            Ok(ready.and_then(|r| Measurement::of(r as f64)))
+        }
+        RuleKind::DlqAwaiting => {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1 AND status = 'awaiting'")
+                .bind(target()?)
+                .fetch_one(own)
+                .await?;
+            Ok(Measurement::of(n as f64))
+        }
+        RuleKind::DlqNew => {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM dead_letters WHERE queue = $1 AND ingested_at > now() - make_interval(mins => $2)",
+            )
+            .bind(target()?)
+            .bind(window(rule))
+            .fetch_one(own)
+            .await?;
+            Ok(Measurement::of(n as f64))
+        }
+        RuleKind::NewFailureGroup => {
+            let (n, newest): (i64, Option<i64>) = sqlx::query_as(
+                "SELECT count(*), (array_agg(id ORDER BY first_seen DESC, id DESC))[1]
+                 FROM failure_groups WHERE first_seen > now() - make_interval(mins => $1)",
+            )
+            .bind(window(rule))
+            .fetch_one(own)
+            .await?;
+            Ok(Some(Measurement { value: n as f64, group_id: newest }))
+        }
+        RuleKind::OutboxOldestAge => {
+            let src = source()?;
+            Ok(Measurement::of(oldest_pending_age(src).await?.unwrap_or(0.0)))
+        }
+        RuleKind::OutboxStuck => count(source()?, Bucket::Stuck).await,
+        RuleKind::OutboxFailed => count(source()?, Bucket::Failed).await,
+    }
+}
+
+async fn count(src: &Source, bucket: Bucket) -> Result<Option<Measurement>, MeasureError> {
+    let c = query::count(src, &Filter { bucket, ..Filter::default() }).await?;
+    Ok(Measurement::of(c.n as f64))
+}
+
+/// Seconds since the oldest pending row was created, by the source database's clock; None
+/// when nothing is pending.
+pub async fn oldest_pending_age(src: &Source) -> Result<Option<f64>, sqlx::Error> {
+    let c = &src.cols;
+    // The column names come from a mapping checked against the live table at start-up, and
+    // are quoted (sources::mapping): safe to splice.
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT extract(epoch FROM now() - min({}))::float8 FROM {} WHERE {}",
+        c.created_at, c.table, c.pending_cond
+    )))
+    .fetch_one(&src.pool)
+    .await
+}

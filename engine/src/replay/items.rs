@@ -1,0 +1,164 @@
+//! The publisher's side of the tables: leasing plans, reading items to send, and the
+//! single-statement marks it writes after each confirm.
+//!
+//! Policy: every statement here is short and stands alone; none is ever open while the broker
+//! is awaited. A plan is sent by whoever holds its lease; the lease is renewed while sending
+//! and an expired lease lets another instance take the plan over (re-sending what was not
+//! marked). Item marks move an item out of `pending` once, and adjust the plan's counters in
+//! the same statement, so counters stay exact under re-sends.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::model::{PLAN_COLUMNS, Plan};
+use crate::dead_letter::{model::DeadLetter, store::FULL_COLUMNS};
+
+/// One item to send, with the dead letter it copies.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub plan_id: i64,
+    pub seq: i64,
+    pub exchange: String,
+    pub routing_key: String,
+    pub dead_letter: DeadLetter,
+}
+
+/// Takes the next due plan nobody holds (scheduled ones become running), skipping `busy`.
+pub async fn claim_plan(pool: &PgPool, owner: Uuid, lease: Duration, busy: &[i64]) -> sqlx::Result<Option<Plan>> {
+    sqlx::query_as::<_, Plan>(sqlx::AssertSqlSafe(format!(
+        "UPDATE replay_plans SET status = 'running', lease_owner = $1,
+            lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
+         WHERE id = (SELECT id FROM replay_plans
+                     WHERE status IN ('scheduled', 'running') AND start_at <= now()
+                       AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND NOT (id = ANY($3))
+                     ORDER BY start_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING {PLAN_COLUMNS}"
+    )))
+    .bind(owner)
+    .bind(lease.as_secs_f64())
+    .bind(busy)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Extends the lease; returns the plan's status, or None when the lease is no longer ours.
+pub async fn renew(pool: &PgPool, plan_id: i64, owner: Uuid, lease: Duration) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar(
+        "UPDATE replay_plans SET lease_expires_at = now() + make_interval(secs => $3)
+         WHERE id = $1 AND lease_owner = $2 RETURNING status",
+    )
+    .bind(plan_id)
+    .bind(owner)
+    .bind(lease.as_secs_f64())
+    .fetch_optional(pool)
+    .await
+}
+
+pub async fn release(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<()> {
+    sqlx::query("UPDATE replay_plans SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2")
+        .bind(plan_id)
+        .bind(owner)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Marks the plan done when nothing is pending any more. False when items are still
+/// pending, or the plan was paused or cancelled meanwhile.
+pub async fn finish(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE replay_plans SET status = 'done', finished_at = now(), updated_at = now(),
+            lease_owner = NULL, lease_expires_at = NULL
+         WHERE id = $1 AND lease_owner = $2 AND status = 'running'
+           AND NOT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')",
+    )
+    .bind(plan_id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn pending_left(pool: &PgPool, plan_id: i64) -> sqlx::Result<bool> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')")
+        .bind(plan_id)
+        .fetch_one(pool)
+        .await
+}
+
+/// The next pending items after `after_seq`, in seq order, each with its dead letter.
+pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i64) -> sqlx::Result<Vec<Outgoing>> {
+    let rows: Vec<(i64, i64, String, String)> = sqlx::query_as(
+        "SELECT seq, dead_letter_id, exchange, routing_key FROM replay_items
+         WHERE plan_id = $1 AND status = 'pending' AND seq > $2 ORDER BY seq LIMIT $3",
+    )
+    .bind(plan_id)
+    .bind(after_seq)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
+    let letters: Vec<DeadLetter> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = ANY($1)"
+    )))
+    .bind(&ids)
+    .fetch_all(pool)
+    .await?;
+    let mut by_id: std::collections::HashMap<i64, DeadLetter> = letters.into_iter().map(|d| (d.id, d)).collect();
+    Ok(rows
+        .into_iter()
+        .filter_map(|(seq, id, exchange, routing_key)| {
+            by_id.remove(&id).map(|dead_letter| Outgoing { plan_id, seq, exchange, routing_key, dead_letter })
+        })
+        .collect())
+}
+
+/// After a confirm: the item is sent and its dead letter replayed. An item cancelled while
+/// its publish was in flight is recorded as sent too: it did reach the broker.
+pub async fn mark_sent(pool: &PgPool, plan_id: i64, dead_letter_id: i64) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "WITH it AS (
+            UPDATE replay_items i SET status = 'sent', sent_at = now(), settled_at = now(), error = NULL
+            FROM (SELECT plan_id, dead_letter_id, status AS was FROM replay_items
+                  WHERE plan_id = $1 AND dead_letter_id = $2 FOR UPDATE) o
+            WHERE i.plan_id = o.plan_id AND i.dead_letter_id = o.dead_letter_id AND o.was IN ('pending', 'cancelled')
+            RETURNING i.dead_letter_id, o.was),
+         dl AS (
+            UPDATE dead_letters SET status = 'replayed'
+            WHERE id IN (SELECT dead_letter_id FROM it) AND status IN ('replaying', 'awaiting')),
+         p AS (
+            UPDATE replay_plans SET sent = sent + (SELECT count(*) FROM it),
+                cancelled = cancelled - (SELECT count(*) FROM it WHERE was = 'cancelled'), updated_at = now()
+            WHERE id = $1)
+         SELECT count(*) FROM it",
+    )
+    .bind(plan_id)
+    .bind(dead_letter_id)
+    .fetch_one(pool)
+    .await?;
+    Ok(n == 1)
+}
+
+/// After a return, a nack, or a refusal before sending: the item failed with `reason` and
+/// its dead letter awaits triage again.
+pub async fn mark_failed(pool: &PgPool, plan_id: i64, dead_letter_id: i64, reason: &str) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "WITH it AS (
+            UPDATE replay_items SET status = 'failed', error = $3, settled_at = now()
+            WHERE plan_id = $1 AND dead_letter_id = $2 AND status = 'pending' RETURNING dead_letter_id),
+         dl AS (
+            UPDATE dead_letters SET status = 'awaiting'
+            WHERE id IN (SELECT dead_letter_id FROM it) AND status = 'replaying'),
+         p AS (
+            UPDATE replay_plans SET failed = failed + (SELECT count(*) FROM it), updated_at = now() WHERE id = $1)
+         SELECT count(*) FROM it",
+    )
+    .bind(plan_id)
+    .bind(dead_letter_id)
+    .bind(reason)
+    .fetch_one(pool)
+    .await?;
+    Ok(n == 1)
+}

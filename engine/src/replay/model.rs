@@ -1,0 +1,190 @@
+//! What the console sends to plan a replay and reads back about it.
+//!
+//! Policy: a plan row carries its own progress counters (sent, failed, cancelled), kept by
+//! the same statements that change item states, so progress is one cheap read by id even
+//! for a plan of 100 000 messages.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::dead_letter::store::ListFilter;
+
+/// What the operator picked. Only dead letters awaiting triage are ever taken.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Selection {
+    /// One message, or a hand-picked selection.
+    Ids(Vec<i64>),
+    /// A failure group.
+    Group(i64),
+    /// Everything matching the list filter at the moment the plan is created.
+    Filter(ListFilter),
+}
+
+/// Where the messages go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Target {
+    /// Each message's original exchange and (first) routing key, from its `x-death`.
+    Original,
+    Exchange { exchange: String, routing_key: String },
+    /// A queue, through the default exchange.
+    Queue { queue: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetMode {
+    Original,
+    Exchange,
+    Queue,
+}
+
+impl Target {
+    pub fn mode(&self) -> TargetMode {
+        match self {
+            Self::Original => TargetMode::Original,
+            Self::Exchange { .. } => TargetMode::Exchange,
+            Self::Queue { .. } => TargetMode::Queue,
+        }
+    }
+
+    /// The fixed (exchange, routing key), or None when each message keeps its own.
+    pub fn fixed(&self) -> Option<(&str, &str)> {
+        match self {
+            Self::Original => None,
+            Self::Exchange { exchange, routing_key } => Some((exchange, routing_key)),
+            Self::Queue { queue } => Some(("", queue)),
+        }
+    }
+}
+
+impl TargetMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Original => "original",
+            Self::Exchange => "exchange",
+            Self::Queue => "queue",
+        }
+    }
+}
+
+/// One destination of a preview, with what the broker says about it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    pub exchange: String,
+    pub routing_key: String,
+    /// Messages of the selection going there.
+    pub count: i64,
+    /// From a passive declare; None when the broker could not be asked.
+    pub exists: Option<bool>,
+    /// Set when the destination is a queue (a queue target, or the default exchange).
+    pub queue: Option<String>,
+    /// Consumers on that queue right now.
+    pub consumers: Option<u32>,
+}
+
+/// What a plan would do, shown before anything is sent.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    pub count: i64,
+    /// Destinations, largest first (at most `preview::MAX_TARGETS`).
+    pub targets: Vec<TargetCheck>,
+    /// True when there are more destinations than listed.
+    pub more_targets: bool,
+    /// Messages with no original destination (published straight to the DLQ): a replay to
+    /// their original target is refused; pick an exchange or queue instead.
+    pub without_destination: i64,
+    /// Messages of the selection that were replayed before (sent by an earlier plan, or
+    /// themselves a replay that died again).
+    pub already_replayed: i64,
+    pub needs_typed_confirmation: bool,
+    /// Why the broker checks are missing, when they are.
+    pub broker_error: Option<String>,
+}
+
+/// A plan to create.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreatePlan {
+    pub selection: Selection,
+    pub target: Target,
+    /// Messages per second; None for as fast as confirms allow.
+    pub rate_per_sec: Option<f32>,
+    /// None: now.
+    pub start_at: Option<DateTime<Utc>>,
+    /// First-failure order, one message in flight at a time.
+    pub ordered: bool,
+    /// Pause on its own when more than this share (0 < s ≤ 1) of recently sent messages
+    /// died again within `auto_pause_window_secs`.
+    pub auto_pause_share: Option<f32>,
+    pub auto_pause_window_secs: i32,
+    /// The number of messages, as typed by the operator; required above
+    /// [`super::TYPED_CONFIRMATION_ABOVE`], and when given it must match the frozen set.
+    pub confirm_count: Option<i64>,
+}
+
+impl CreatePlan {
+    pub fn new(selection: Selection, target: Target) -> Self {
+        Self {
+            selection,
+            target,
+            rate_per_sec: None,
+            start_at: None,
+            ordered: false,
+            auto_pause_share: None,
+            auto_pause_window_secs: 300,
+            confirm_count: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct Plan {
+    pub id: i64,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub source: serde_json::Value,
+    pub target_mode: String,
+    pub target_exchange: Option<String>,
+    pub target_routing_key: Option<String>,
+    pub rate_per_sec: Option<f32>,
+    pub start_at: DateTime<Utc>,
+    pub ordered: bool,
+    /// scheduled, running, paused, cancelled, done.
+    pub status: String,
+    pub auto_pause_share: Option<f32>,
+    pub auto_pause_window_secs: i32,
+    pub paused_reason: Option<String>,
+    pub total: i64,
+    pub sent: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    /// Items still to send.
+    pub fn left(&self) -> i64 {
+        (self.total - self.sent - self.failed - self.cancelled).max(0)
+    }
+}
+
+pub(crate) const PLAN_COLUMNS: &str = "id, created_by, created_at, source, target_mode, target_exchange,
+    target_routing_key, rate_per_sec, start_at, ordered, status, auto_pause_share, auto_pause_window_secs,
+    paused_reason, total, sent, failed, cancelled, updated_at, finished_at";
+
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct PlanItem {
+    pub plan_id: i64,
+    pub dead_letter_id: i64,
+    pub seq: i64,
+    pub exchange: String,
+    pub routing_key: String,
+    /// pending, sent, failed, cancelled.
+    pub status: String,
+    /// The broker's reason, for a failed item.
+    pub error: Option<String>,
+    pub sent_at: Option<DateTime<Utc>>,
+    pub settled_at: Option<DateTime<Utc>>,
+}

@@ -1,0 +1,87 @@
+//! What a replay would do, before anything is sent: how many messages, to which
+//! destinations, whether those exist and are consumed, and which were replayed before.
+//!
+//! Policy: counts come from aggregates inside PostgreSQL over the same resolution the plan
+//! will freeze; broker checks are passive and on throwaway channels. A broker that cannot be
+//! reached still gets the operator their counts, with `broker_error` saying why the checks
+//! are missing, rather than an error page at the worst moment.
+
+use std::time::Duration;
+
+use sqlx::{PgPool, Postgres, QueryBuilder};
+
+use super::{
+    ReplayError, TYPED_CONFIRMATION_ABOVE, broker,
+    model::{Preview, Selection, Target, TargetCheck},
+    selection,
+};
+
+/// Destinations listed (and checked on the broker) per preview.
+pub const MAX_TARGETS: i64 = 20;
+const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Target) -> Result<Preview, ReplayError> {
+    selection::validate(sel, target)?;
+    let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
+    selection::push_resolved(&mut q, sel, target);
+    q.push(
+        ") SELECT count(*), count(*) FILTER (WHERE exchange IS NULL),
+            count(*) FILTER (WHERE replayed_before) FROM s",
+    );
+    let (count, without_destination, already_replayed): (i64, i64, i64) = q.build_query_as().fetch_one(pool).await?;
+
+    let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
+    selection::push_resolved(&mut q, sel, target);
+    q.push(
+        ") SELECT exchange, routing_key, count(*) FROM s WHERE exchange IS NOT NULL
+           GROUP BY exchange, routing_key ORDER BY count(*) DESC, exchange, routing_key LIMIT ",
+    )
+    .push_bind(MAX_TARGETS + 1);
+    let mut rows: Vec<(String, String, i64)> = q.build_query_as().fetch_all(pool).await?;
+    let more_targets = rows.len() as i64 > MAX_TARGETS;
+    rows.truncate(MAX_TARGETS as usize);
+    let mut targets: Vec<TargetCheck> = rows
+        .into_iter()
+        .map(|(exchange, routing_key, count)| {
+            // Through the default exchange the routing key is the queue.
+            let queue = exchange.is_empty().then(|| routing_key.clone());
+            TargetCheck { exchange, routing_key, count, exists: None, queue, consumers: None }
+        })
+        .collect();
+    let broker_error = match tokio::time::timeout(BROKER_TIMEOUT, check(amqp_url, &mut targets)).await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("{e:#}")),
+        Err(_) => Some(format!("the broker did not answer within {} s", BROKER_TIMEOUT.as_secs())),
+    };
+    if let Some(e) = &broker_error {
+        tracing::warn!(error = %e, "replay preview without broker checks");
+    }
+    Ok(Preview {
+        count,
+        targets,
+        more_targets,
+        without_destination,
+        already_replayed,
+        needs_typed_confirmation: count > TYPED_CONFIRMATION_ABOVE,
+        broker_error,
+    })
+}
+
+async fn check(amqp_url: &str, targets: &mut [TargetCheck]) -> anyhow::Result<()> {
+    let conn = crate::amqp::connect(amqp_url, "revenant-replay-preview").await?;
+    let res = async {
+        for t in targets.iter_mut() {
+            match &t.queue {
+                Some(queue) => {
+                    t.consumers = broker::queue_consumers(&conn, queue).await?;
+                    t.exists = Some(t.consumers.is_some());
+                }
+                None => t.exists = Some(broker::exchange_exists(&conn, &t.exchange).await?),
+            }
+        }
+        Ok(())
+    }
+    .await;
+    let _ = conn.close(200, "preview done".into()).await;
+    res
+}

@@ -1,0 +1,51 @@
+//! Reading plans and their items: live progress, the list of plans, failed items.
+//!
+//! Policy: progress is the plan row's own counters (one read by id); lists are keyset
+//! paginated (plans by id, items by seq) so a page costs the same for any plan size.
+
+use sqlx::PgExecutor;
+
+use super::{
+    ReplayError,
+    model::{PLAN_COLUMNS, Plan, PlanItem},
+};
+
+pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Plan, ReplayError> {
+    sqlx::query_as::<_, Plan>(sqlx::AssertSqlSafe(format!("SELECT {PLAN_COLUMNS} FROM replay_plans WHERE id = $1")))
+        .bind(id)
+        .fetch_optional(db)
+        .await?
+        .ok_or(ReplayError::NotFound(id))
+}
+
+/// Plans, newest first, with an id below `before_id` when given.
+pub async fn list(db: impl PgExecutor<'_>, before_id: Option<i64>, limit: i64) -> Result<Vec<Plan>, ReplayError> {
+    Ok(sqlx::query_as::<_, Plan>(sqlx::AssertSqlSafe(format!(
+        "SELECT {PLAN_COLUMNS} FROM replay_plans WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"
+    )))
+    .bind(before_id)
+    .bind(limit.clamp(1, 500))
+    .fetch_all(db)
+    .await?)
+}
+
+/// A plan's items in send order after `after_seq`, optionally only those in `status`.
+pub async fn items(
+    db: impl PgExecutor<'_>,
+    plan_id: i64,
+    status: Option<&str>,
+    after_seq: Option<i64>,
+    limit: i64,
+) -> Result<Vec<PlanItem>, ReplayError> {
+    Ok(sqlx::query_as::<_, PlanItem>(
+        "SELECT plan_id, dead_letter_id, seq, exchange, routing_key, status, error, sent_at, settled_at
+         FROM replay_items WHERE plan_id = $1 AND ($2::text IS NULL OR status = $2) AND seq > coalesce($3, 0)
+         ORDER BY seq LIMIT $4",
+    )
+    .bind(plan_id)
+    .bind(status)
+    .bind(after_seq)
+    .bind(limit.clamp(1, 1000))
+    .fetch_all(db)
+    .await?)
+}

@@ -1,0 +1,278 @@
+//! One plan's send loop, on its own channel: rate limit, confirm window, per-confirm marks.
+//!
+//! Policy: see [`super::publisher`]. Items are read in seq order a batch at a time (never
+//! the whole plan); each is sent as the dead letter's exact copy plus the replay headers,
+//! persistent and `mandatory`, and marked after its own confirm. Sends are spaced by
+//! `1 / rate_per_sec`. An ordered plan has one message in flight, so each is sent only after
+//! the previous confirm, and a failure pauses the plan rather than send the next out of order.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::Context;
+use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use lapin::{
+    Confirmation, Connection,
+    options::{BasicPublishOptions, ConfirmSelectOptions},
+    types::{AMQPValue, LongString, ShortString},
+};
+use sqlx::PgPool;
+use tokio::time::{Instant, error::Elapsed};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{
+    REPLAY_ID_HEADER, REPLAYED_BY_HEADER, autopause, broker,
+    items::{self, Outgoing},
+    lineage,
+    model::Plan,
+    publisher::PublisherConfig,
+    stats::ReplayStats,
+};
+
+type Confirmed = (i64, Result<lapin::Result<Confirmation>, Elapsed>);
+
+struct Sender<'a> {
+    pool: &'a PgPool,
+    conn: &'a Connection,
+    cfg: &'a PublisherConfig,
+    stats: &'a ReplayStats,
+    plan: &'a Plan,
+    channel: lapin::Channel,
+    exchanges: HashMap<String, bool>,
+}
+
+/// Sends `plan` until it is done, paused, cancelled, its lease is lost or `stop` fires.
+/// `Err` only when the broker channel is unusable (the publisher reconnects).
+pub(super) async fn run(
+    pool: PgPool,
+    conn: Arc<Connection>,
+    cfg: PublisherConfig,
+    stats: Arc<ReplayStats>,
+    plan: Plan,
+    owner: Uuid,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let channel = conn.create_channel().await.context("cannot open a replay channel")?;
+    channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
+    let mut s = Sender { pool: &pool, conn: &conn, cfg: &cfg, stats: &stats, plan: &plan, channel, exchanges: HashMap::new() };
+    tracing::info!(plan_id = plan.id, total = plan.total, left = plan.left(), rate = plan.rate_per_sec, ordered = plan.ordered, "sending replay plan");
+    let res = s.send_all(owner, &stop).await;
+    if let Err(e) = items::release(&pool, plan.id, owner).await {
+        tracing::warn!(plan_id = plan.id, error = %e, "cannot release the plan's lease; it will expire");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), s.channel.close(200, "replay stopping".into())).await;
+    res
+}
+
+impl Sender<'_> {
+    async fn send_all(&mut self, owner: Uuid, stop: &CancellationToken) -> anyhow::Result<()> {
+        let plan_id = self.plan.id;
+        let interval = self.plan.rate_per_sec.map(|r| Duration::from_secs_f64(1.0 / f64::from(r)));
+        let window = if self.plan.ordered { 1 } else { self.cfg.window.max(1) };
+        let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
+        let mut buffer: VecDeque<Outgoing> = VecDeque::new();
+        let (mut cursor, mut exhausted, mut stopping) = (0i64, false, false);
+        let mut next_slot = Instant::now();
+        let mut next_control = Instant::now() + self.cfg.control_every;
+        let mut result = Ok(());
+        loop {
+            if stop.is_cancelled() {
+                stopping = true;
+            }
+            if !stopping && Instant::now() >= next_control {
+                next_control = Instant::now() + self.cfg.control_every;
+                stopping = !self.still_ours(owner).await;
+            }
+            if stopping {
+                if in_flight.is_empty() {
+                    break;
+                }
+            } else if in_flight.len() < window {
+                if buffer.is_empty() && !exhausted {
+                    match items::next_pending(self.pool, plan_id, cursor, self.cfg.batch).await {
+                        Ok(batch) if batch.is_empty() => exhausted = true,
+                        Ok(batch) => {
+                            cursor = batch.last().map_or(cursor, |o| o.seq);
+                            buffer.extend(batch);
+                        }
+                        Err(e) => tracing::warn!(plan_id, error = %e, "cannot read pending items; retrying"),
+                    }
+                }
+                if !buffer.is_empty() {
+                    let now = Instant::now();
+                    if now >= next_slot {
+                        let Some(item) = buffer.pop_front() else { continue };
+                        if let Some(i) = interval {
+                            next_slot = next_slot.max(now) + i;
+                        }
+                        match self.publish(item).await {
+                            Ok(Some(confirm)) => in_flight.push(confirm),
+                            Ok(None) => stopping |= self.plan.ordered,
+                            Err(e) => {
+                                result = Err(e);
+                                stopping = true;
+                            }
+                        }
+                        continue;
+                    }
+                } else if exhausted && in_flight.is_empty() {
+                    match items::finish(self.pool, plan_id, owner).await {
+                        Ok(true) => {
+                            tracing::info!(plan_id, "replay plan done");
+                            break;
+                        }
+                        // Items still pending behind the cursor (a mark that did not commit):
+                        // go round again; they are re-sent, at-least-once.
+                        Ok(false) if items::pending_left(self.pool, plan_id).await.unwrap_or(true) => {
+                            (cursor, exhausted) = (0, false);
+                        }
+                        Ok(false) => break,
+                        Err(e) => tracing::warn!(plan_id, error = %e, "cannot mark the plan done; retrying"),
+                    }
+                }
+            }
+            let sending = !stopping && !buffer.is_empty() && in_flight.len() < window;
+            let wake_at = if sending { next_slot.min(next_control) } else { next_control };
+            tokio::select! {
+                biased;
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    match self.settle(done).await {
+                        Ok(true) => {}
+                        // An ordered plan stops at its first failure.
+                        Ok(false) => stopping |= self.plan.ordered,
+                        Err(e) => {
+                            result = Err(e);
+                            stopping = true;
+                        }
+                    }
+                }
+                _ = stop.cancelled(), if !stopping => stopping = true,
+                _ = tokio::time::sleep_until(wake_at) => {}
+            }
+        }
+        result
+    }
+
+    /// Renews the lease; false when the plan was paused, cancelled, or taken over.
+    async fn still_ours(&self, owner: Uuid) -> bool {
+        let plan_id = self.plan.id;
+        match items::renew(self.pool, plan_id, owner, self.cfg.lease).await {
+            Ok(Some(status)) if status == "running" => {}
+            Ok(Some(status)) => {
+                tracing::info!(plan_id, %status, "replay plan no longer running; stopping");
+                return false;
+            }
+            Ok(None) => {
+                tracing::warn!(plan_id, "replay plan lease lost; another instance carries on");
+                return false;
+            }
+            // The database may be back at the next check; the lease margin covers a few misses.
+            Err(e) => tracing::warn!(plan_id, error = %e, "cannot renew the plan's lease"),
+        }
+        if self.plan.auto_pause_share.is_some() {
+            match autopause::check(self.pool, plan_id).await {
+                Ok(Some(_)) => {
+                    ReplayStats::bump(&self.stats.auto_paused);
+                    return false;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(plan_id, error = %e, "cannot evaluate auto-pause"),
+            }
+        }
+        true
+    }
+
+    /// Publishes one item. `Ok(None)` when it failed without a publish (recorded), `Err`
+    /// when the channel is unusable.
+    async fn publish(&mut self, item: Outgoing) -> anyhow::Result<Option<BoxFuture<'static, Confirmed>>> {
+        let dl = &item.dead_letter;
+        let names = ShortString::try_new(item.exchange.as_str())
+            .and_then(|e| ShortString::try_new(item.routing_key.as_str()).map(|k| (e, k)))
+            .map_err(|_| "exchange or routing key longer than 255 bytes".to_string());
+        let props = dl.properties().map_err(|e| format!("cannot rebuild the message's properties: {e}"));
+        let (exchange, routing_key, props) = match (names, props) {
+            (Ok((e, k)), Ok(p)) => (e, k, p),
+            (Err(reason), _) | (_, Err(reason)) => {
+                self.fail(dl.id, &reason).await;
+                return Ok(None);
+            }
+        };
+        if !self.exchange_exists(&item.exchange).await? {
+            self.fail(dl.id, &format!("exchange `{}` does not exist (NOT_FOUND)", item.exchange)).await;
+            return Ok(None);
+        }
+        let mut headers = props.headers().clone().unwrap_or_default();
+        let replay_id = lineage::replay_id(item.plan_id, dl.id);
+        headers.insert(REPLAY_ID_HEADER.into(), AMQPValue::LongString(LongString::from(replay_id.as_bytes())));
+        let by = LongString::from(self.plan.created_by.as_bytes());
+        headers.insert(REPLAYED_BY_HEADER.into(), AMQPValue::LongString(by));
+        let props = props.with_headers(headers).with_delivery_mode(2);
+        let options = BasicPublishOptions { mandatory: true, immediate: false };
+        let publish = self.channel.basic_publish(exchange, routing_key, options, &dl.body, props);
+        let confirm = match tokio::time::timeout(self.cfg.confirm_timeout, publish).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost")),
+            Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
+        };
+        tracing::debug!(plan_id = item.plan_id, dead_letter_id = dl.id, seq = item.seq, bytes = dl.body.len(), "replayed; awaiting confirm");
+        let (id, timeout) = (dl.id, self.cfg.confirm_timeout);
+        Ok(Some(Box::pin(async move { (id, tokio::time::timeout(timeout, confirm).await) })))
+    }
+
+    async fn exchange_exists(&mut self, exchange: &str) -> anyhow::Result<bool> {
+        if let Some(known) = self.exchanges.get(exchange) {
+            return Ok(*known);
+        }
+        let exists = broker::exchange_exists(self.conn, exchange).await?;
+        self.exchanges.insert(exchange.to_string(), exists);
+        Ok(exists)
+    }
+
+    /// Records one confirm: Ok(true) sent, Ok(false) failed, Err when the channel is gone.
+    async fn settle(&self, (id, res): Confirmed) -> anyhow::Result<bool> {
+        let plan_id = self.plan.id;
+        let reason = match res {
+            Ok(Ok(Confirmation::Ack(None))) => {
+                match items::mark_sent(self.pool, plan_id, id).await {
+                    Ok(_) => ReplayStats::bump(&self.stats.sent),
+                    Err(e) => tracing::warn!(plan_id, dead_letter_id = id, error = %e,
+                        "confirmed but not marked; it will be sent again"),
+                }
+                return Ok(true);
+            }
+            Ok(Ok(Confirmation::Ack(Some(ret)))) => {
+                ReplayStats::bump(&self.stats.returned);
+                format!("returned by the broker: {} {}", ret.reply_code, ret.reply_text)
+            }
+            Ok(Ok(Confirmation::Nack(Some(ret)))) => {
+                format!("nacked by the broker (returned: {} {})", ret.reply_code, ret.reply_text)
+            }
+            Ok(Ok(Confirmation::Nack(None))) => "nacked by the broker".to_string(),
+            Ok(Ok(Confirmation::NotRequested)) => "no confirm: confirms are not enabled on the channel".to_string(),
+            // It may have reached the broker: leave it pending, to be re-sent (at-least-once).
+            Ok(Err(e)) => return Err(anyhow::Error::new(e).context("confirm lost: channel or connection closed")),
+            Err(_) => format!("no confirm within {} ms", self.cfg.confirm_timeout.as_millis()),
+        };
+        self.fail(id, &reason).await;
+        Ok(false)
+    }
+
+    async fn fail(&self, id: i64, reason: &str) {
+        let plan_id = self.plan.id;
+        ReplayStats::bump(&self.stats.failed);
+        tracing::warn!(plan_id, dead_letter_id = id, reason, "replay item failed; the dead letter awaits triage again");
+        if let Err(e) = items::mark_failed(self.pool, plan_id, id, reason).await {
+            tracing::warn!(plan_id, dead_letter_id = id, error = %e, "cannot mark the item failed; it stays pending");
+        }
+        if self.plan.ordered {
+            let why = format!("ordered replay stopped: dead letter {id} failed ({reason})");
+            if let Err(e) = autopause::pause_for(self.pool, plan_id, &why).await {
+                tracing::warn!(plan_id, error = %e, "cannot pause the ordered plan");
+            }
+        }
+    }
+}
