@@ -2,12 +2,7 @@
 //! off, the relay, ingester and alert evaluator in the same process; each role can also run
 //! alone, and several copies of each can run against the same databases and broker.
 
-mod probes;
-mod roles;
-mod security;
-mod telemetry;
-mod user_cmd;
-mod web;
+use server::{roles, telemetry, user_cmd, web};
 
 use std::process::ExitCode;
 
@@ -39,6 +34,16 @@ enum Command {
     Relay,
     /// Run only the dead-letter ingester and depth sampler for ingest.queues.
     Ingest,
+    /// Demo traffic on the local broker: a demo topology, an orders service writing outbox
+    /// events, and consumers that fail in realistic ways. Ctrl-C stops it.
+    Demo {
+        /// Remove what the demo created (queues, exchanges, demo rows) and exit.
+        #[arg(long)]
+        reset: bool,
+        /// Events per second.
+        #[arg(long, default_value_t = engine::demo::DEFAULT_RATE_PER_SEC)]
+        rate: f64,
+    },
     /// Manage local users.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
@@ -81,6 +86,7 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         }
         Command::Relay => run_roles(settings, roles::Which { relay: true, ingest: false }).await,
         Command::Ingest => run_roles(settings, roles::Which { relay: false, ingest: true }).await,
+        Command::Demo { reset, rate } => demo(settings, reset, rate).await,
         Command::User(cmd) => {
             let pool = engine::db::connect(&settings.database_url, 2).await?;
             engine::db::migrate(&pool).await?;
@@ -93,6 +99,24 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
             serve(settings).await
         }
     }
+}
+
+async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> {
+    let pool = engine::db::connect(&settings.database_url, 5).await?;
+    engine::db::migrate(&pool).await?;
+    if reset {
+        let summary = engine::demo::reset(&pool, &settings.amqp_url).await?;
+        println!("demo removed: {summary:?}");
+        return Ok(());
+    }
+    println!("demo DLQs (set REVENANT_INGEST_QUEUES to ingest them): {}", engine::demo::DEMO_DLQS.join(","));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    engine::demo::run(pool, settings.amqp_url.clone(), rate, shutdown).await
 }
 
 async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()> {

@@ -1,0 +1,9 @@
+//! The `revenant` binary's pieces, as a library so integration tests can start the real
+//! router: web console, request security, probes, background roles, CLI commands.
+
+pub mod probes;
+pub mod roles;
+pub mod security;
+pub mod telemetry;
+pub mod user_cmd;
+pub mod web;
