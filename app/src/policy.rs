@@ -11,6 +11,7 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("logout", "viewer"),
     ("me", "viewer"),
     ("dependencies", "viewer"),
+    ("heartbeats", "viewer"),
     ("audit/list", "viewer"),
     ("outbox/health", "viewer"),
     ("outbox/list", "viewer"),

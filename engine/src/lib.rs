@@ -2,6 +2,7 @@
 //! messages (outbox relay, dead-letter ingest, replay, alerts), with the audit and user
 //! stores they write to. The `app` crate uses it only under its `ssr` feature.
 
+pub mod alerts;
 pub mod amqp;
 pub mod audit;
 pub mod auth;
@@ -10,10 +11,12 @@ pub mod dead_letter;
 pub mod demo;
 pub mod health;
 pub mod management;
+pub mod metrics;
 pub mod outbox;
+pub mod replay;
 pub mod settings;
 pub mod sources;
-pub mod topology;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod topology;
 pub mod triage;

@@ -43,12 +43,15 @@ pub struct SourceMetrics {
     pub up: bool,
 }
 
-/// Replay counters of this process (the replay role keeps them).
+/// Replay counters of this process, as plain numbers so this module does not depend on the
+/// replay role: fill them from `replay::stats::ReplayStats::snapshot()`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ReplayCounts {
-    pub requested: u64,
-    pub published: u64,
+pub struct ReplayCounters {
+    /// Replays published and confirmed.
+    pub sent: u64,
     pub failed: u64,
+    /// Publishes the broker returned as unroutable.
+    pub returned: u64,
 }
 
 /// What the database knows; the server adds its process counters at render time.
@@ -64,7 +67,7 @@ pub struct MetricsInput {
 pub struct Counters<'a> {
     pub relay: Option<&'a RelayStats>,
     pub ingest: Option<IngestCounts>,
-    pub replay: Option<ReplayCounts>,
+    pub replay: Option<ReplayCounters>,
 }
 
 pub async fn collect(pool: &PgPool, sources: &[Source]) -> Result<MetricsInput, sqlx::Error> {
@@ -160,7 +163,11 @@ pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
     for m in q.iter().filter(|m| m.ready.is_some()) {
         o.sample("revenant_dlq_ready_messages", &[("queue", &m.queue)], m.ready.unwrap_or(0) as f64);
     }
-    o.family("revenant_dlq_unacked_messages", "gauge", "Unacknowledged messages (management API) at the latest sample.");
+    o.family(
+        "revenant_dlq_unacked_messages",
+        "gauge",
+        "Unacknowledged messages (management API) at the latest sample.",
+    );
     for m in q {
         if let Some(u) = m.unacked {
             o.sample("revenant_dlq_unacked_messages", &[("queue", &m.queue)], u as f64);
@@ -177,7 +184,11 @@ pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
         o.sample("revenant_outbox_source_up", &[("source", &s.source)], if s.up { 1.0 } else { 0.0 });
     }
     for (name, help, get) in [
-        ("revenant_outbox_pending", "Pending outbox rows (capped at 10000).", (|s: &SourceMetrics| s.pending) as fn(&SourceMetrics) -> i64),
+        (
+            "revenant_outbox_pending",
+            "Pending outbox rows (capped at 10000).",
+            (|s: &SourceMetrics| s.pending) as fn(&SourceMetrics) -> i64,
+        ),
         ("revenant_outbox_stuck", "Stuck outbox rows (capped at 10000).", |s| s.stuck),
         ("revenant_outbox_failed", "Failed outbox rows (capped at 10000).", |s| s.failed),
     ] {
@@ -198,12 +209,37 @@ pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
 
     if let Some(r) = counters.relay {
         use std::sync::atomic::Ordering::Relaxed;
-        o.single("revenant_relay_published_total", "counter", "Outbox rows published and confirmed.", r.published.load(Relaxed) as f64);
+        o.single(
+            "revenant_relay_published_total",
+            "counter",
+            "Outbox rows published and confirmed.",
+            r.published.load(Relaxed) as f64,
+        );
         let fa = r.failed_attempts.load(Relaxed) as f64;
-        o.single("revenant_relay_failed_attempts_total", "counter", "Publish attempts that did not end in a confirm.", fa);
-        o.single("revenant_relay_failed_total", "counter", "Outbox rows that ended failed.", r.failed_final.load(Relaxed) as f64);
-        o.single("revenant_relay_returned_total", "counter", "Publishes returned as unroutable.", r.returned.load(Relaxed) as f64);
-        o.single("revenant_relay_in_flight", "gauge", "Publishes awaiting their confirm.", r.in_flight.load(Relaxed) as f64);
+        o.single(
+            "revenant_relay_failed_attempts_total",
+            "counter",
+            "Publish attempts that did not end in a confirm.",
+            fa,
+        );
+        o.single(
+            "revenant_relay_failed_total",
+            "counter",
+            "Outbox rows that ended failed.",
+            r.failed_final.load(Relaxed) as f64,
+        );
+        o.single(
+            "revenant_relay_returned_total",
+            "counter",
+            "Publishes returned as unroutable.",
+            r.returned.load(Relaxed) as f64,
+        );
+        o.single(
+            "revenant_relay_in_flight",
+            "gauge",
+            "Publishes awaiting their confirm.",
+            r.in_flight.load(Relaxed) as f64,
+        );
         let connected = if r.connected.load(Relaxed) { 1.0 } else { 0.0 };
         o.single("revenant_relay_connected", "gauge", "1 when the relay has a confirm-mode channel.", connected);
         o.histogram("revenant_relay_confirm_latency_seconds", "Publish to broker confirm.", &r.confirm_latency());
@@ -211,13 +247,23 @@ pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
     if let Some(i) = counters.ingest {
         o.single("revenant_ingest_received_total", "counter", "Dead letters received from DLQs.", i.received as f64);
         o.single("revenant_ingest_stored_total", "counter", "Dead letters stored (then acked).", i.stored as f64);
-        o.single("revenant_ingest_duplicates_total", "counter", "Redeliveries of dead letters already stored.", i.duplicates as f64);
-        o.single("revenant_ingest_store_errors_total", "counter", "Dead letters that could not be stored.", i.store_errors as f64);
+        o.single(
+            "revenant_ingest_duplicates_total",
+            "counter",
+            "Redeliveries of dead letters already stored.",
+            i.duplicates as f64,
+        );
+        o.single(
+            "revenant_ingest_store_errors_total",
+            "counter",
+            "Dead letters that could not be stored.",
+            i.store_errors as f64,
+        );
     }
     if let Some(r) = counters.replay {
-        o.single("revenant_replay_requested_total", "counter", "Dead letters queued for replay.", r.requested as f64);
-        o.single("revenant_replay_published_total", "counter", "Replays published and confirmed.", r.published as f64);
+        o.single("revenant_replay_sent_total", "counter", "Replays published and confirmed.", r.sent as f64);
         o.single("revenant_replay_failed_total", "counter", "Replay attempts that failed.", r.failed as f64);
+        o.single("revenant_replay_returned_total", "counter", "Replays returned as unroutable.", r.returned as f64);
     }
 
     o.family("revenant_alert_rules", "gauge", "Enabled alert rules by state.");
@@ -234,8 +280,10 @@ mod tests {
 
     use super::*;
 
+    type Sample = (String, Vec<(String, String)>, f64);
+
     /// (name, labels, value) of a sample line, labels unescaped; panics on a malformed line.
-    fn parse_sample(line: &str) -> (String, Vec<(String, String)>, f64) {
+    fn parse_sample(line: &str) -> Sample {
         let name_end = line.find(['{', ' ']).expect("a name");
         let name = &line[..name_end];
         assert!(!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'), "{line}");
@@ -288,7 +336,7 @@ mod tests {
     }
 
     /// Checks the whole text: families declared once, before their samples.
-    fn parse(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+    fn parse(text: &str) -> Vec<Sample> {
         let mut types: HashMap<String, String> = HashMap::new();
         let mut samples = Vec::new();
         for line in text.lines() {
@@ -318,14 +366,21 @@ mod tests {
                 QueueMetrics { queue: "we\"ird\\q\nx".into(), ready: None, unacked: Some(1), awaiting: 0 },
             ],
             sources: vec![
-                SourceMetrics { source: "revenant".into(), pending: 5, stuck: 1, failed: 2, oldest_pending_age_secs: Some(42.5), up: true },
+                SourceMetrics {
+                    source: "revenant".into(),
+                    pending: 5,
+                    stuck: 1,
+                    failed: 2,
+                    oldest_pending_age_secs: Some(42.5),
+                    up: true,
+                },
                 SourceMetrics { source: "legacy".into(), up: false, ..SourceMetrics::default() },
             ],
             alerts: StateCounts { ok: 3, pending: 0, firing: 1, resolved: 2 },
         }
     }
 
-    fn value(samples: &[(String, Vec<(String, String)>, f64)], name: &str, label: Option<(&str, &str)>) -> Option<f64> {
+    fn value(samples: &[Sample], name: &str, label: Option<(&str, &str)>) -> Option<f64> {
         samples
             .iter()
             .find(|(n, l, _)| n == name && label.is_none_or(|(k, v)| l.iter().any(|(a, b)| a == k && b == v)))
@@ -334,13 +389,26 @@ mod tests {
 
     #[test]
     fn every_line_parses_and_every_family_has_help_and_type() {
-        let text = render(&input(), Counters { ingest: Some(IngestCounts { received: 9, stored: 8, duplicates: 1, store_errors: 0 }), ..Counters::default() });
+        let text = render(
+            &input(),
+            Counters {
+                ingest: Some(IngestCounts { received: 9, stored: 8, duplicates: 1, store_errors: 0 }),
+                ..Counters::default()
+            },
+        );
         let samples = parse(&text);
         assert_eq!(text.matches("# HELP ").count(), text.matches("# TYPE ").count());
         assert_eq!(value(&samples, "revenant_dlq_awaiting_triage", Some(("queue", "orders.dlq"))), Some(12.0));
         assert_eq!(value(&samples, "revenant_dlq_ready_messages", Some(("queue", "orders.dlq"))), Some(3.0));
-        assert_eq!(value(&samples, "revenant_outbox_oldest_pending_age_seconds", Some(("source", "revenant"))), Some(42.5));
-        assert_eq!(value(&samples, "revenant_outbox_pending", Some(("source", "legacy"))), None, "a down source reports no counts");
+        assert_eq!(
+            value(&samples, "revenant_outbox_oldest_pending_age_seconds", Some(("source", "revenant"))),
+            Some(42.5)
+        );
+        assert_eq!(
+            value(&samples, "revenant_outbox_pending", Some(("source", "legacy"))),
+            None,
+            "a down source reports no counts"
+        );
         assert_eq!(value(&samples, "revenant_outbox_source_up", Some(("source", "legacy"))), Some(0.0));
         assert_eq!(value(&samples, "revenant_ingest_stored_total", None), Some(8.0));
         assert_eq!(value(&samples, "revenant_alert_rules", Some(("state", "firing"))), Some(1.0));
@@ -362,8 +430,11 @@ mod tests {
             relay.observe_confirm_latency(Duration::from_millis(ms));
         }
         relay.published.fetch_add(6, std::sync::atomic::Ordering::Relaxed);
-        let replay = ReplayCounts { requested: 4, published: 3, failed: 1 };
-        let text = render(&MetricsInput::default(), Counters { relay: Some(&relay), replay: Some(replay), ..Counters::default() });
+        let replay = ReplayCounters { sent: 3, failed: 1, returned: 0 };
+        let text = render(
+            &MetricsInput::default(),
+            Counters { relay: Some(&relay), replay: Some(replay), ..Counters::default() },
+        );
         let samples = parse(&text);
         let buckets: Vec<(String, f64)> = samples
             .iter()

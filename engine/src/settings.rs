@@ -30,6 +30,8 @@ pub struct Roles {
     pub relay: bool,
     pub ingest: bool,
     pub alerts: bool,
+    /// The replay publisher (sends replay plans).
+    pub replay: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +106,20 @@ pub struct Settings {
     pub outbox_stuck_after: Duration,
     pub mapped_outboxes: Vec<MappedOutbox>,
     pub management_url: Option<String>,
+    /// The console's public URL, for links in alerts (e.g. https://revenant.example.com).
+    pub public_url: Option<String>,
+    pub alerts_tick: Duration,
+    /// Queue reliability contracts declared in the file: (name pattern, level).
+    pub contracts: Vec<ContractSetting>,
+    /// The RabbitMQ vhost the Topology page checks (default: the one in AMQP_URL).
+    pub topology_vhost: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ContractSetting {
+    pub pattern: String,
+    pub level: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -115,6 +131,12 @@ struct RawFile {
     log_format: Option<String>,
     site_root: Option<String>,
     management_url: Option<String>,
+    public_url: Option<String>,
+    topology_vhost: Option<String>,
+    #[serde(default)]
+    contracts: Vec<ContractSetting>,
+    #[serde(default)]
+    alerts: RawAlerts,
     #[serde(default)]
     roles: RawRoles,
     #[serde(default)]
@@ -133,6 +155,13 @@ struct RawRoles {
     relay: Option<bool>,
     ingest: Option<bool>,
     alerts: Option<bool>,
+    replay: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlerts {
+    tick_ms: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -307,6 +336,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         relay: boolean("roles.relay", "REVENANT_RELAY", env, raw.roles.relay, true)?,
         ingest: boolean("roles.ingest", "REVENANT_INGEST", env, raw.roles.ingest, true)?,
         alerts: boolean("roles.alerts", "REVENANT_ALERTS", env, raw.roles.alerts, true)?,
+        replay: boolean("roles.replay", "REVENANT_REPLAY", env, raw.roles.replay, true)?,
     };
     let r = raw.relay;
     let ms = |v: i64| Duration::from_millis(v as u64);
@@ -398,7 +428,39 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             });
         }
     }
+    let public_url = match pick(env, "REVENANT_PUBLIC_URL", raw.public_url) {
+        Some(v) => Some(
+            url("public_url", "REVENANT_PUBLIC_URL", Some(v), &["http", "https"])?.trim_end_matches('/').to_string(),
+        ),
+        None => None,
+    };
+    let alerts_tick = Duration::from_millis(int(
+        "alerts.tick_ms",
+        "REVENANT_ALERTS_TICK_MS",
+        env,
+        raw.alerts.tick_ms,
+        15_000,
+        100..=3_600_000,
+    )? as u64);
+    for c in &raw.contracts {
+        if !matches!(c.level.as_str(), "critical" | "standard" | "disposable") || c.pattern.trim().is_empty() {
+            return Err(SettingsError::Invalid {
+                key: "contracts",
+                env: "-",
+                reason: format!(
+                    "contract `{}` = `{}`: needs a pattern and a level of critical, standard or disposable",
+                    c.pattern, c.level
+                ),
+            });
+        }
+    }
+    let topology_vhost =
+        pick(env, "REVENANT_TOPOLOGY_VHOST", raw.topology_vhost).unwrap_or_else(|| vhost_of(&amqp_url));
     Ok(Settings {
+        public_url,
+        alerts_tick,
+        contracts: raw.contracts,
+        topology_vhost,
         database_url,
         amqp_url,
         bind,
@@ -412,6 +474,31 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         mapped_outboxes: raw.outbox.sources,
         management_url,
     })
+}
+
+/// The vhost an AMQP URL names ("/" when none), percent-decoded.
+pub fn vhost_of(amqp_url: &str) -> String {
+    let rest = amqp_url.split_once("://").map(|(_, r)| r).unwrap_or(amqp_url);
+    let path = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
+    let path = path.split('?').next().unwrap_or("");
+    if path.is_empty() {
+        return "/".into();
+    }
+    let bytes = path.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&path[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -473,6 +560,20 @@ mod tests {
         e.push(("REVENANT_RELAY_WINDOW", "0"));
         let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
         assert!(err.contains("relay.window"), "{err}");
+    }
+
+    #[test]
+    fn the_vhost_is_read_from_the_amqp_url() {
+        assert_eq!(vhost_of("amqp://guest:guest@127.0.0.1:5672/%2f"), "/");
+        assert_eq!(vhost_of("amqp://h:5672/revenant-e2e"), "revenant-e2e");
+        assert_eq!(vhost_of("amqp://h:5672"), "/");
+    }
+
+    #[test]
+    fn a_contract_with_an_unknown_level_is_refused() {
+        let raw: RawFile = toml::from_str("[[contracts]]\npattern = \"orders.*\"\nlevel = \"vital\"\n").unwrap();
+        let err = build(raw, &env_of(BASE)).unwrap_err().to_string();
+        assert!(err.contains("contracts"), "{err}");
     }
 
     #[test]

@@ -68,7 +68,12 @@ pub async fn archive_ids(pool: &PgPool, ids: &[i64], reason: &str, actor: &Actor
     Ok(changed.len() as u64)
 }
 
-pub async fn freeze_archive(pool: &PgPool, f: &ListFilter, reason: &str, actor: &Principal) -> Result<Frozen, TriageError> {
+pub async fn freeze_archive(
+    pool: &PgPool,
+    f: &ListFilter,
+    reason: &str,
+    actor: &Principal,
+) -> Result<Frozen, TriageError> {
     let reason = reason_ok(reason)?;
     let id = Uuid::new_v4();
     let mut tx = pool.begin().await?;

@@ -102,6 +102,8 @@ pub fn DeadLettersPage() -> impl IntoView {
     let queues = Resource::new(move || acted.get(), |_| dl_queues());
     let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| dl_list(q, a));
     let caller = Resource::new(|| (), |_| whoami());
+    // Outside the list's Suspense, so it survives the refetch an action causes.
+    let notice = RwSignal::new(None::<String>);
     view! {
         <PageTitle title="Dead letters" />
         <Suspense fallback=|| ()>
@@ -123,12 +125,13 @@ pub fn DeadLettersPage() -> impl IntoView {
             tabs.push(("/dead-letters/groups".into(), "failure groups".into(), false));
             view! { <Tabs items=tabs /> <FilterForm q /> }
         }}
+        {move || notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{m}</p> })}
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
                 match page.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(p) => view! { <Rows p q=query.get_untracked() can_operate acted /> }.into_any(),
+                    Ok(p) => view! { <Rows p q=query.get_untracked() can_operate acted notice /> }.into_any(),
                 }
             })}
         </Suspense>
@@ -172,13 +175,19 @@ fn FilterForm(q: DlQuery) -> impl IntoView {
 }
 
 #[component]
-fn Rows(p: api::DlPage, q: DlQuery, can_operate: bool, acted: RwSignal<u32>) -> impl IntoView {
+fn Rows(
+    p: api::DlPage,
+    q: DlQuery,
+    can_operate: bool,
+    acted: RwSignal<u32>,
+    notice: RwSignal<Option<String>>,
+) -> impl IntoView {
     let selected = RwSignal::new(std::collections::BTreeSet::<i64>::new());
     let next = p.next.clone().map(|n| href(&q, Some(n)));
     let empty = p.rows.is_empty();
     view! {
         <p class="text-sm mb-2" data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
-        {can_operate.then(|| view! { <bulk::ArchiveBar q=q.clone() selected acted /> })}
+        {can_operate.then(|| view! { <bulk::ArchiveBar q=q.clone() selected acted notice /> })}
         <div class="card overflow-x-auto">
             <table class="tbl" data-testid="dl-table">
                 <thead><tr>

@@ -62,6 +62,8 @@ pub fn OutboxPage() -> impl IntoView {
     let health = Resource::new(move || acted.get(), |_| outbox_health());
     let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| outbox_list(q, a));
     let caller = Resource::new(|| (), |_| whoami());
+    // Outside the list's Suspense, so it survives the refetch an action causes.
+    let notice = RwSignal::new(None::<String>);
     view! {
         <PageTitle title="Outbox" />
         <Suspense fallback=|| ()>
@@ -82,12 +84,13 @@ pub fn OutboxPage() -> impl IntoView {
             }).collect();
             view! { <Tabs items=tabs /> <FilterForm q /> }
         }}
+        {move || notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{m}</p> })}
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
                 match page.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(p) => view! { <RowsTable p q=query.get_untracked() can_operate acted /> }.into_any(),
+                    Ok(p) => view! { <RowsTable p q=query.get_untracked() can_operate acted notice /> }.into_any(),
                 }
             })}
         </Suspense>
@@ -151,7 +154,13 @@ fn FilterForm(q: OutboxQuery) -> impl IntoView {
 }
 
 #[component]
-fn RowsTable(p: api::OutboxPage, q: OutboxQuery, can_operate: bool, acted: RwSignal<u32>) -> impl IntoView {
+fn RowsTable(
+    p: api::OutboxPage,
+    q: OutboxQuery,
+    can_operate: bool,
+    acted: RwSignal<u32>,
+    notice: RwSignal<Option<String>>,
+) -> impl IntoView {
     let selected = RwSignal::new(std::collections::BTreeSet::<String>::new());
     let source = p.source.clone();
     let next = p.next.clone().map(|n| href(&q, Some(n)));
@@ -162,7 +171,7 @@ fn RowsTable(p: api::OutboxPage, q: OutboxQuery, can_operate: bool, acted: RwSig
             <span data-testid="outbox-count"><b>{p.count.clone()}</b>" rows match"</span>
         </div>
         {(can_operate && actionable).then(|| view! {
-            <bulk::ActionBar source=source.clone() q=q.clone() selected acted native=p.native />
+            <bulk::ActionBar source=source.clone() q=q.clone() selected acted native=p.native notice />
         })}
         <div class="card overflow-x-auto">
             <table class="tbl" data-testid="outbox-table">

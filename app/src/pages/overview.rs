@@ -1,10 +1,15 @@
-//! Overview: what an on-call engineer checks first.
+//! Overview: what an on-call engineer checks first — what is firing, each outbox source's
+//! oldest pending age, each DLQ's depth, the roles' heartbeats, and the two engines' health.
+//! Refreshed every 5 seconds in the browser.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AppError;
+use crate::format;
 use crate::layout::{ErrorBox, PageTitle, StatusDot};
+use crate::pages::dead_letters::{QueueCards, api::dl_queues};
+use crate::pages::outbox::api::outbox_health;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DependencyView {
@@ -13,61 +18,162 @@ pub struct DependencyView {
     pub detail: String,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HeartbeatView {
+    pub role: String,
+    pub instance: String,
+    pub host: String,
+    pub last_seen_secs: i64,
+    pub detail: String,
+}
+
 #[server(prefix = "/api", endpoint = "dependencies")]
 pub async fn dependency_status() -> Result<Vec<DependencyView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
-    let (pg, mq) = futures_join(
+    let (pg, mq) = tokio::join!(
         engine::health::postgres(&state.pool),
         engine::health::rabbitmq(&state.settings.amqp_url, state.settings.management_url.as_deref()),
-    )
-    .await;
+    );
     Ok([pg, mq].into_iter().map(|d| DependencyView { name: d.name.to_string(), ok: d.ok, detail: d.detail }).collect())
 }
 
-#[cfg(feature = "ssr")]
-async fn futures_join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    tokio::join!(a, b)
+#[server(prefix = "/api", endpoint = "heartbeats")]
+pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let rows: Vec<(String, String, String, f64, serde_json::Value)> = sqlx::query_as(
+        "SELECT role, instance::text, host, extract(epoch from now() - last_seen)::float8, detail FROM heartbeats
+         WHERE last_seen > now() - interval '1 day' ORDER BY role, last_seen DESC",
+    )
+    .fetch_all(&state.pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(role, instance, host, age, detail)| HeartbeatView {
+            role,
+            instance,
+            host,
+            last_seen_secs: age as i64,
+            detail: detail.to_string(),
+        })
+        .collect())
 }
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    let deps = Resource::new(|| (), |_| dependency_status());
+    let tick = RwSignal::new(0u32);
+    let deps = Resource::new(move || tick.get(), |_| dependency_status());
+    let outbox = Resource::new(move || tick.get(), |_| outbox_health());
+    let dlqs = Resource::new(move || tick.get(), |_| dl_queues());
+    let beats = Resource::new(move || tick.get(), |_| heartbeats());
     Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || deps.refetch(), std::time::Duration::from_secs(5));
+        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(5));
         on_cleanup(move || {
             if let Ok(h) = handle {
                 h.clear();
             }
         });
     });
+    let section = |title: &'static str| {
+        view! { <h2 class="text-sm font-semibold uppercase tracking-wide text-slate-500 mb-2 mt-5">{title}</h2> }
+    };
     view! {
         <PageTitle title="Overview" />
-        <section aria-labelledby="health-h" class="mb-6">
-            <h2 id="health-h" class="text-sm font-semibold uppercase tracking-wide text-slate-500 mb-2">"Dependencies"</h2>
-            <Suspense fallback=|| view! { <p class="text-sm text-slate-500">"Checking…"</p> }>
-                {move || Suspend::new(async move {
-                    match deps.await {
-                        Ok(list) => view! {
-                            <div class="grid sm:grid-cols-2 gap-3" data-testid="dependencies">
-                                {list.into_iter().map(|d| view! {
-                                    <div class="rounded border border-slate-200 dark:border-slate-800 bg-white dark:bg-slate-900 px-3 py-2">
-                                        <div class="flex items-center gap-2 font-medium">
-                                            <StatusDot ok=d.ok />
-                                            <span>{d.name.clone()}</span>
-                                            <span class="ml-auto text-xs" class=("text-emerald-600", d.ok) class=("text-red-600", !d.ok)>
-                                                {if d.ok { "reachable" } else { "unreachable" }}
-                                            </span>
+        {section("Outbox: oldest pending")}
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match outbox.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(list) => view! {
+                        <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3" data-testid="overview-outbox">
+                            {list.into_iter().map(|s| {
+                                let late = s.oldest_pending_secs.is_some_and(|a| a > s.stuck_after_secs);
+                                view! {
+                                    <a class="card px-3 py-2 block hover:border-violet-400" href=format!("/outbox?source={}", crate::pages::audit::urlencode(&s.source))>
+                                        <div class="flex"><span class="font-medium">{s.source.clone()}</span>
+                                        <span class="ml-auto text-xs muted">"pending "{s.pending.clone()}" · stuck "{s.stuck.clone()}" · failed "{s.failed.clone()}</span></div>
+                                        <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
+                                            {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none pending".into())}
                                         </div>
-                                        <div class="text-xs text-slate-500 mt-1 font-mono break-all">{d.detail.clone()}</div>
+                                    </a>
+                                }
+                            }).collect_view()}
+                        </div>
+                    }.into_any(),
+                }
+            })}
+        </Transition>
+        {section("Dead-letter queues")}
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match dlqs.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(list) => view! { <QueueCards list /> }.into_any(),
+                }
+            })}
+        </Transition>
+        <div class="grid lg:grid-cols-2 gap-4">
+            <section>
+                {section("Roles")}
+                <Transition fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        match beats.await {
+                            Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                            Ok(list) => {
+                                let empty = list.is_empty();
+                                view! {
+                                    <div class="card">
+                                        <table class="tbl" data-testid="heartbeats">
+                                            <thead><tr><th>"Role"</th><th>"Host"</th><th>"Instance"</th><th>"Last seen"</th></tr></thead>
+                                            <tbody>
+                                                {list.into_iter().map(|h| {
+                                                    let fresh = h.last_seen_secs < 30;
+                                                    view! {
+                                                        <tr>
+                                                            <td class="flex items-center gap-2"><StatusDot ok=fresh />{h.role}</td>
+                                                            <td>{h.host}</td>
+                                                            <td class="font-mono text-xs">{format::clip(&h.instance, 13)}</td>
+                                                            <td class="tabular-nums">{format::age_secs(h.last_seen_secs)}" ago"</td>
+                                                        </tr>
+                                                    }
+                                                }).collect_view()}
+                                            </tbody>
+                                        </table>
+                                        {empty.then(|| view! { <p class="p-2 text-sm muted">"No relay or ingester has reported."</p> })}
                                     </div>
-                                }).collect_view()}
-                            </div>
-                        }.into_any(),
-                        Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    }
-                })}
-            </Suspense>
-        </section>
+                                }.into_any()
+                            }
+                        }
+                    })}
+                </Transition>
+            </section>
+            <section>
+                {section("Dependencies")}
+                <Transition fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        match deps.await {
+                            Ok(list) => view! {
+                                <div class="grid gap-3" data-testid="dependencies">
+                                    {list.into_iter().map(|d| view! {
+                                        <div class="card px-3 py-2">
+                                            <div class="flex items-center gap-2 font-medium">
+                                                <StatusDot ok=d.ok />
+                                                <span>{d.name.clone()}</span>
+                                                <span class="ml-auto text-xs" class=("text-emerald-600", d.ok) class=("text-red-600", !d.ok)>
+                                                    {if d.ok { "reachable" } else { "unreachable" }}
+                                                </span>
+                                            </div>
+                                            <div class="text-xs muted mt-1 font-mono break-all">{d.detail.clone()}</div>
+                                        </div>
+                                    }).collect_view()}
+                                </div>
+                            }.into_any(),
+                            Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                        }
+                    })}
+                </Transition>
+            </section>
+        </div>
     }
 }

@@ -27,7 +27,18 @@ pub struct FiringAlert {
     pub silenced: bool,
 }
 
-type Row = (i64, String, String, Option<String>, Option<String>, Option<f64>, DateTime<Utc>, Option<String>, Option<String>, bool);
+type Row = (
+    i64,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<f64>,
+    DateTime<Utc>,
+    Option<String>,
+    Option<String>,
+    bool,
+);
 
 /// Enabled rules that are firing now.
 pub async fn firing(db: impl PgExecutor<'_>) -> Result<Vec<FiringAlert>, sqlx::Error> {

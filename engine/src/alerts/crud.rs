@@ -88,7 +88,8 @@ impl TryFrom<RuleRow> for Rule {
     type Error = sqlx::Error;
     fn try_from(r: RuleRow) -> Result<Self, sqlx::Error> {
         // The table's CHECK constraints make these unreachable unless the schema and code drift.
-        let kind = RuleKind::parse(&r.kind).ok_or_else(|| sqlx::Error::Decode(format!("rule kind `{}`", r.kind).into()))?;
+        let kind =
+            RuleKind::parse(&r.kind).ok_or_else(|| sqlx::Error::Decode(format!("rule kind `{}`", r.kind).into()))?;
         let webhook_format = WebhookFormat::parse(&r.webhook_format)
             .ok_or_else(|| sqlx::Error::Decode(format!("webhook format `{}`", r.webhook_format).into()))?;
         Ok(Rule {

@@ -124,10 +124,11 @@ async fn apply(tx: &mut Transaction<'_, Postgres>, rule: &Rule, m: measure::Meas
             (Snapshot { state, severity: severity.as_deref().and_then(Severity::parse), since, pending_since }, now)
         }
         None => {
-            let now: DateTime<Utc> = sqlx::query_scalar("INSERT INTO alert_state (rule_id) VALUES ($1) RETURNING now()")
-                .bind(rule.id)
-                .fetch_one(&mut **tx)
-                .await?;
+            let now: DateTime<Utc> =
+                sqlx::query_scalar("INSERT INTO alert_state (rule_id) VALUES ($1) RETURNING now()")
+                    .bind(rule.id)
+                    .fetch_one(&mut **tx)
+                    .await?;
             (Snapshot::initial(now), now)
         }
     };
@@ -209,5 +210,48 @@ pub fn message(rule: &Rule, tr: &Transition, value: f64) -> String {
         (AlertState::Firing, s) => {
             format!("{what} ({} at {})", s.map_or("warning", Severity::as_str), number(tr.threshold))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alerts::rule::{RuleKind, WebhookFormat};
+
+    #[test]
+    fn messages_name_the_rule_the_target_the_value_and_the_crossed_threshold() {
+        let now = Utc::now();
+        let rule = Rule {
+            id: 1,
+            name: "orders backlog".into(),
+            kind: RuleKind::DlqAwaiting,
+            target: Some("orders.dlq".into()),
+            warn: 10.0,
+            crit: 100.0,
+            recover: 2.0,
+            for_secs: 0,
+            window_mins: None,
+            webhook_url: None,
+            webhook_format: WebhookFormat::Json,
+            enabled: true,
+            silenced_until: None,
+            silence_reason: None,
+            created_by: "olga".into(),
+            created_at: now,
+            updated_at: now,
+        };
+        let fire = Transition {
+            from: AlertState::Ok,
+            to: AlertState::Firing,
+            severity: Some(Severity::Critical),
+            threshold: 100.0,
+        };
+        assert_eq!(
+            message(&rule, &fire, 120.0),
+            "orders backlog: dead letters awaiting triage on orders.dlq is 120 (critical at 100)"
+        );
+        let resolved =
+            Transition { from: AlertState::Firing, to: AlertState::Resolved, severity: None, threshold: 2.0 };
+        assert!(message(&rule, &resolved, 1.5).ends_with("is 1.5, back to 2 or below (resolved)"));
     }
 }

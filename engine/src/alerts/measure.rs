@@ -58,10 +58,11 @@ pub async fn measure(own: &PgPool, sources: &[Source], rule: &Rule) -> Result<Op
             Ok(ready.and_then(|r| Measurement::of(r as f64)))
         }
         RuleKind::DlqAwaiting => {
-            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1 AND status = 'awaiting'")
-                .bind(target()?)
-                .fetch_one(own)
-                .await?;
+            let n: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1 AND status = 'awaiting'")
+                    .bind(target()?)
+                    .fetch_one(own)
+                    .await?;
             Ok(Measurement::of(n as f64))
         }
         RuleKind::DlqNew => {

@@ -245,7 +245,8 @@ impl RuleInput {
                 }
             }
         };
-        let for_secs = if self.for_secs.trim().is_empty() { Some(0) } else { whole("for_secs", &self.for_secs, 0..=MAX_FOR_SECS) };
+        let for_secs =
+            if self.for_secs.trim().is_empty() { Some(0) } else { whole("for_secs", &self.for_secs, 0..=MAX_FOR_SECS) };
         let window_mins = match kind {
             Some(k) if k.uses_window() => {
                 if self.window_mins.trim().is_empty() {
@@ -270,7 +271,8 @@ impl RuleInput {
             }
         }
         let format_text = self.webhook_format.trim();
-        let webhook_format = if format_text.is_empty() { Some(WebhookFormat::Json) } else { WebhookFormat::parse(format_text) };
+        let webhook_format =
+            if format_text.is_empty() { Some(WebhookFormat::Json) } else { WebhookFormat::parse(format_text) };
         if webhook_format.is_none() {
             bad("webhook_format", format!("webhook_format: `{format_text}` is neither json nor slack"));
         }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use tracing::Instrument;
 
-use super::{AlertSettings, link, rule::url_host, rule::WebhookFormat};
+use super::{AlertSettings, link, rule::WebhookFormat, rule::url_host};
 use crate::outbox::backoff::Backoff;
 
 pub fn client(cfg: &AlertSettings) -> reqwest::Result<reqwest::Client> {
@@ -173,14 +173,16 @@ pub async fn deliver_due(pool: &PgPool, http: &reqwest::Client, cfg: &AlertSetti
                 send(http, cfg, &d, url).instrument(span).await
             }
         };
-        sqlx::query("UPDATE webhook_deliveries SET at = now(), status_code = $2, error = $3, delivered = $4 WHERE id = $1")
-            .bind(d.id)
-            .bind(status)
-            .bind(&error)
-            .bind(delivered)
-            .execute(&mut *tx)
-            .await
-            .context("cannot record a delivery attempt")?;
+        sqlx::query(
+            "UPDATE webhook_deliveries SET at = now(), status_code = $2, error = $3, delivered = $4 WHERE id = $1",
+        )
+        .bind(d.id)
+        .bind(status)
+        .bind(&error)
+        .bind(delivered)
+        .execute(&mut *tx)
+        .await
+        .context("cannot record a delivery attempt")?;
         let retry = !delivered && !d.silenced && d.webhook_url.is_some() && d.attempt < cfg.webhook_max_attempts;
         if retry {
             let wait = backoff.delay(d.attempt as u32);

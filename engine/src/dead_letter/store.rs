@@ -117,6 +117,19 @@ pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutco
     .fetch_one(&mut *conn)
     .await?;
     sqlx::query("UPDATE dead_letters SET group_id = $1 WHERE id = $2").bind(group).bind(id).execute(&mut *conn).await?;
+    // A replay that died again names the replay item that sent it: link the new dead letter
+    // to the one replayed (lineage), only when that item exists here.
+    if let Some((plan, of)) = crate::replay::lineage::replay_origin(p.headers().as_ref()) {
+        sqlx::query(
+            "UPDATE dead_letters SET replay_of = i.dead_letter_id FROM replay_items i
+             WHERE dead_letters.id = $1 AND i.plan_id = $2 AND i.dead_letter_id = $3",
+        )
+        .bind(id)
+        .bind(plan)
+        .bind(of)
+        .execute(&mut *conn)
+        .await?;
+    }
     Ok(InsertOutcome::Inserted(id))
 }
 
@@ -129,7 +142,8 @@ pub async fn insert_committed(pool: &PgPool, r: &Received) -> Result<InsertOutco
     Ok(outcome)
 }
 
-pub(crate) const FULL_COLUMNS: &str = "id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+pub(crate) const FULL_COLUMNS: &str =
+    "id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
     app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body, body_size,
     exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys, death_count,
     first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason, replay_of, ingested_at";

@@ -57,11 +57,13 @@ pub async fn renew(pool: &PgPool, plan_id: i64, owner: Uuid, lease: Duration) ->
 }
 
 pub async fn release(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<()> {
-    sqlx::query("UPDATE replay_plans SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2")
-        .bind(plan_id)
-        .bind(owner)
-        .execute(pool)
-        .await?;
+    sqlx::query(
+        "UPDATE replay_plans SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
+    )
+    .bind(plan_id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -100,12 +102,11 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
     .fetch_all(pool)
     .await?;
     let ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
-    let letters: Vec<DeadLetter> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = ANY($1)"
-    )))
-    .bind(&ids)
-    .fetch_all(pool)
-    .await?;
+    let letters: Vec<DeadLetter> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = ANY($1)")))
+            .bind(&ids)
+            .fetch_all(pool)
+            .await?;
     let mut by_id: std::collections::HashMap<i64, DeadLetter> = letters.into_iter().map(|d| (d.id, d)).collect();
     Ok(rows
         .into_iter()

@@ -42,12 +42,29 @@ pub enum Event {
         replay_of: Option<i64>,
     },
     /// Put in a replay plan (frozen) by an operator.
-    ReplayPlanned { plan_id: i64, by: String, exchange: String, routing_key: String },
+    ReplayPlanned {
+        plan_id: i64,
+        by: String,
+        exchange: String,
+        routing_key: String,
+    },
     /// Confirmed by the broker.
-    Replayed { plan_id: i64, by: String, exchange: String, routing_key: String },
+    Replayed {
+        plan_id: i64,
+        by: String,
+        exchange: String,
+        routing_key: String,
+    },
     /// Returned, nacked or refused; the message awaits triage again.
-    ReplayFailed { plan_id: i64, by: String, error: Option<String> },
-    ReplayCancelled { plan_id: i64, by: String },
+    ReplayFailed {
+        plan_id: i64,
+        by: String,
+        error: Option<String>,
+    },
+    ReplayCancelled {
+        plan_id: i64,
+        by: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -59,7 +76,18 @@ pub struct TimelineEvent {
 }
 
 type LetterRow = (i64, DateTime<Utc>, String, String, Option<String>, Option<String>, i64, Option<i64>);
-type ItemRow = (i64, i64, String, String, String, Option<String>, Option<DateTime<Utc>>, Option<DateTime<Utc>>, String, DateTime<Utc>);
+type ItemRow = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    String,
+    DateTime<Utc>,
+);
 
 /// The story of the chain `dead_letter_id` belongs to, oldest first.
 pub async fn story(pool: &PgPool, dead_letter_id: i64) -> Result<Vec<TimelineEvent>, ReplayError> {
@@ -100,7 +128,12 @@ pub async fn story(pool: &PgPool, dead_letter_id: i64) -> Result<Vec<TimelineEve
         events.push(TimelineEvent { at, dead_letter_id: id, event });
     }
     for (id, plan_id, exchange, routing_key, status, error, sent_at, settled_at, by, planned_at) in items {
-        let planned = Event::ReplayPlanned { plan_id, by: by.clone(), exchange: exchange.clone(), routing_key: routing_key.clone() };
+        let planned = Event::ReplayPlanned {
+            plan_id,
+            by: by.clone(),
+            exchange: exchange.clone(),
+            routing_key: routing_key.clone(),
+        };
         events.push(TimelineEvent { at: planned_at, dead_letter_id: id, event: planned });
         let outcome = match status.as_str() {
             "sent" => sent_at.map(|at| (at, Event::Replayed { plan_id, by, exchange, routing_key })),
@@ -118,7 +151,7 @@ pub async fn story(pool: &PgPool, dead_letter_id: i64) -> Result<Vec<TimelineEve
         Event::ReplayPlanned { .. } => 1,
         _ => 2,
     };
-    events.sort_by(|a, b| (a.at, a.dead_letter_id, rank(&a.event)).cmp(&(b.at, b.dead_letter_id, rank(&b.event))));
+    events.sort_by_key(|e| (e.at, e.dead_letter_id, rank(&e.event)));
     Ok(events)
 }
 

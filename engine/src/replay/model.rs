@@ -27,9 +27,14 @@ pub enum Selection {
 pub enum Target {
     /// Each message's original exchange and (first) routing key, from its `x-death`.
     Original,
-    Exchange { exchange: String, routing_key: String },
+    Exchange {
+        exchange: String,
+        routing_key: String,
+    },
     /// A queue, through the default exchange.
-    Queue { queue: String },
+    Queue {
+        queue: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

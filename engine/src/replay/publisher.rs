@@ -129,7 +129,8 @@ async fn session(
                 Ok(Some(plan)) => {
                     running.insert(plan.id);
                     stats.plans_running.store(running.len() as u64, Relaxed);
-                    let (pool, conn, cfg, stats, stop) = (pool.clone(), conn.clone(), cfg.clone(), stats.clone(), stop.clone());
+                    let (pool, conn, cfg, stats, stop) =
+                        (pool.clone(), conn.clone(), cfg.clone(), stats.clone(), stop.clone());
                     let id = plan.id;
                     senders.spawn(async move { (id, sender::run(pool, conn, cfg, stats, plan, owner, stop).await) });
                 }

@@ -58,8 +58,16 @@ pub(super) async fn run(
 ) -> anyhow::Result<()> {
     let channel = conn.create_channel().await.context("cannot open a replay channel")?;
     channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
-    let mut s = Sender { pool: &pool, conn: &conn, cfg: &cfg, stats: &stats, plan: &plan, channel, exchanges: HashMap::new() };
-    tracing::info!(plan_id = plan.id, total = plan.total, left = plan.left(), rate = plan.rate_per_sec, ordered = plan.ordered, "sending replay plan");
+    let mut s =
+        Sender { pool: &pool, conn: &conn, cfg: &cfg, stats: &stats, plan: &plan, channel, exchanges: HashMap::new() };
+    tracing::info!(
+        plan_id = plan.id,
+        total = plan.total,
+        left = plan.left(),
+        rate = plan.rate_per_sec,
+        ordered = plan.ordered,
+        "sending replay plan"
+    );
     let res = s.send_all(owner, &stop).await;
     if let Err(e) = items::release(&pool, plan.id, owner).await {
         tracing::warn!(plan_id = plan.id, error = %e, "cannot release the plan's lease; it will expire");
@@ -218,7 +226,13 @@ impl Sender<'_> {
             Ok(Err(e)) => return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost")),
             Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
         };
-        tracing::debug!(plan_id = item.plan_id, dead_letter_id = dl.id, seq = item.seq, bytes = dl.body.len(), "replayed; awaiting confirm");
+        tracing::debug!(
+            plan_id = item.plan_id,
+            dead_letter_id = dl.id,
+            seq = item.seq,
+            bytes = dl.body.len(),
+            "replayed; awaiting confirm"
+        );
         let (id, timeout) = (dl.id, self.cfg.confirm_timeout);
         Ok(Some(Box::pin(async move { (id, tokio::time::timeout(timeout, confirm).await) })))
     }

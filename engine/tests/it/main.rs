@@ -1,10 +1,12 @@
 //! Engine integration tests against the real PostgreSQL and RabbitMQ on this machine:
 //! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
 
+mod alerts;
 mod auth;
 mod demo;
 mod ingest;
 mod relay;
+mod replay;
 mod sources;
 mod topology;
 mod triage;

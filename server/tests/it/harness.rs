@@ -54,7 +54,8 @@ impl TestApp {
     }
 
     pub async fn post(&self, client: &reqwest::Client, path: &str, origin: Option<&str>) -> reqwest::StatusCode {
-        let mut req = client.post(format!("{}{path}", self.base)).header("content-type", "application/x-www-form-urlencoded");
+        let mut req =
+            client.post(format!("{}{path}", self.base)).header("content-type", "application/x-www-form-urlencoded");
         if let Some(o) = origin {
             req = req.header("origin", o);
         }

@@ -9,8 +9,10 @@ use crate::harness::spawn_app;
 /// Every server function the app registers, as `/api/...` paths.
 fn registered() -> Vec<String> {
     let _ = app::App; // link the app crate, whose server functions register themselves
-    let mut paths: Vec<String> =
-        leptos::server_fn::axum::server_fn_paths().map(|(p, _)| p.to_string()).filter(|p| p.starts_with("/api/")).collect();
+    let mut paths: Vec<String> = leptos::server_fn::axum::server_fn_paths()
+        .map(|(p, _)| p.to_string())
+        .filter(|p| p.starts_with("/api/"))
+        .collect();
     paths.sort();
     paths.dedup();
     paths
@@ -101,7 +103,9 @@ async fn server_functions_refuse_get() {
 async fn pages_send_anonymous_visitors_to_sign_in_and_carry_a_strict_csp() {
     let app = spawn_app().await;
     let anon = app.client(None).await;
-    for page in ["/", "/outbox", "/dead-letters", "/dead-letters/groups", "/audit", "/dead-letters/1", "/outbox/revenant/1"] {
+    for page in
+        ["/", "/outbox", "/dead-letters", "/dead-letters/groups", "/audit", "/dead-letters/1", "/outbox/revenant/1"]
+    {
         let resp = anon.get(format!("{}{page}", app.base)).send().await.unwrap();
         assert!(resp.status().is_redirection(), "{page}: {}", resp.status());
         let location = resp.headers().get("location").unwrap().to_str().unwrap().to_string();

@@ -146,7 +146,8 @@ pub async fn dl_freeze_archive(q: DlQuery, reason: String) -> Result<FrozenView,
     let principal = crate::guard::require(engine::auth::Role::Operator)?;
     let state = crate::state::app_state()?;
     let f = server::filter(&q)?;
-    let frozen = engine::triage::freeze_archive(&state.pool, &f, &reason, &principal).await.map_err(server::triage_error)?;
+    let frozen =
+        engine::triage::freeze_archive(&state.pool, &f, &reason, &principal).await.map_err(server::triage_error)?;
     Ok(FrozenView { selection_id: frozen.selection_id.to_string(), count: frozen.count })
 }
 

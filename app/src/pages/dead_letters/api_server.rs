@@ -38,7 +38,9 @@ pub fn filter(q: &DlQuery) -> Result<store::ListFilter, AppError> {
     };
     let group_id = match clean(&q.group) {
         None => None,
-        Some(g) => Some(g.parse::<i64>().map_err(|_| AppError::Invalid(format!("group: `{g}` is not a group number")))?),
+        Some(g) => {
+            Some(g.parse::<i64>().map_err(|_| AppError::Invalid(format!("group: `{g}` is not a group number")))?)
+        }
     };
     Ok(store::ListFilter {
         queue: clean(&q.queue),
@@ -86,7 +88,10 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
 
 fn cursor(s: &str) -> Option<store::Cursor> {
     let (ts, id) = s.split_once('~')?;
-    Some(store::Cursor { ingested_at: chrono::DateTime::<Utc>::from_timestamp_micros(ts.parse().ok()?)?, id: id.parse().ok()? })
+    Some(store::Cursor {
+        ingested_at: chrono::DateTime::<Utc>::from_timestamp_micros(ts.parse().ok()?)?,
+        id: id.parse().ok()?,
+    })
 }
 
 pub async fn list(q: &DlQuery, after: Option<&str>) -> Result<DlPage, AppError> {
@@ -151,7 +156,9 @@ fn plain(v: &Value) -> Value {
         return Value::String(format!("0x{h}"));
     }
     match (o.get("t").and_then(Value::as_str), o.get("v")) {
-        (Some("table"), Some(Value::Object(m))) => Value::Object(m.iter().map(|(k, v)| (k.clone(), plain(v))).collect()),
+        (Some("table"), Some(Value::Object(m))) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), plain(v))).collect())
+        }
         (Some("array"), Some(Value::Array(a))) => Value::Array(a.iter().map(plain).collect()),
         (_, Some(v)) => v.clone(),
         _ => Value::Null,
@@ -212,7 +219,8 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         Some(("reason".to_string(), d.reason.clone())),
         opt("original queue", &d.original_queue),
         opt("original exchange", &d.original_exchange),
-        (!d.original_routing_keys.is_empty()).then(|| ("original routing keys".to_string(), d.original_routing_keys.join(", "))),
+        (!d.original_routing_keys.is_empty())
+            .then(|| ("original routing keys".to_string(), d.original_routing_keys.join(", "))),
         Some(("death count".to_string(), d.death_count.to_string())),
         d.first_death_at.map(|t| ("first death".to_string(), crate::format::time(t))),
         opt("error type", &d.error_type),

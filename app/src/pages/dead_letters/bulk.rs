@@ -8,22 +8,26 @@ use super::api::{DlArchive, DlExecuteArchive, DlFreezeArchive, DlQuery};
 use crate::layout::ErrorBox;
 
 #[component]
-pub fn ArchiveBar(q: DlQuery, selected: RwSignal<BTreeSet<i64>>, acted: RwSignal<u32>) -> impl IntoView {
+pub fn ArchiveBar(
+    q: DlQuery,
+    selected: RwSignal<BTreeSet<i64>>,
+    acted: RwSignal<u32>,
+    notice: RwSignal<Option<String>>,
+) -> impl IntoView {
     let archive = ServerAction::<DlArchive>::new();
     let freeze = ServerAction::<DlFreezeArchive>::new();
     let execute = ServerAction::<DlExecuteArchive>::new();
     let reason = RwSignal::new(String::new());
-    let done = RwSignal::new(None::<u64>);
     Effect::new(move |_| {
         if let Some(Ok(n)) = archive.value().get() {
-            done.set(Some(n));
+            notice.set(Some(format!("{n} messages archived.")));
             selected.set(BTreeSet::new());
             acted.update(|v| *v += 1);
         }
     });
     Effect::new(move |_| {
         if let Some(Ok(n)) = execute.value().get() {
-            done.set(Some(n));
+            notice.set(Some(format!("{n} messages archived.")));
             freeze.value().set(None);
             acted.update(|v| *v += 1);
         }
@@ -38,7 +42,7 @@ pub fn ArchiveBar(q: DlQuery, selected: RwSignal<BTreeSet<i64>>, acted: RwSignal
                 archive.dispatch(DlArchive { ids: selected.get_untracked().into_iter().collect(), reason: reason.get_untracked() });
             }>"Archive selected"</button>
             <button class="btn" on:click=move |_| {
-                done.set(None);
+                notice.set(None);
                 freeze.dispatch(DlFreezeArchive { q: q.clone(), reason: reason.get_untracked() });
             }>"Archive all matching…"</button>
         </div>
@@ -57,6 +61,5 @@ pub fn ArchiveBar(q: DlQuery, selected: RwSignal<BTreeSet<i64>>, acted: RwSignal
             }
         })}
         {move || execute.value().get().and_then(|r| r.err()).map(|err| view! { <div class="mb-2"><ErrorBox err /></div> })}
-        {move || done.get().map(|n| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{format!("{n} messages archived.")}</p> })}
     }
 }

@@ -15,12 +15,13 @@ pub fn ActionBar(
     selected: RwSignal<BTreeSet<String>>,
     acted: RwSignal<u32>,
     native: bool,
+    notice: RwSignal<Option<String>>,
 ) -> impl IntoView {
     let act = ServerAction::<OutboxAct>::new();
     let freeze = ServerAction::<OutboxFreeze>::new();
     let execute = ServerAction::<OutboxExecute>::new();
     let reason = RwSignal::new(String::new());
-    let message = RwSignal::new(None::<String>);
+    let message = notice;
 
     Effect::new(move |_| {
         if let Some(Ok(n)) = act.value().get() {
@@ -96,6 +97,5 @@ pub fn ActionBar(
             }
         })}
         {move || execute.value().get().and_then(|r| r.err()).map(|err| view! { <div class="mb-2"><ErrorBox err /></div> })}
-        {move || message.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{m}</p> })}
     }
 }

@@ -1,0 +1,44 @@
+import { execFileSync, spawn, ChildProcess } from "node:child_process";
+import path from "node:path";
+
+export const VHOST = "revenant-e2e";
+export const DB = "revenant_e2e";
+const root = path.resolve(__dirname, "..", "..");
+export const BIN = path.join(process.env.CARGO_TARGET_DIR ?? path.join(root, "target"), "debug", "revenant");
+
+export const ENV = {
+  ...process.env,
+  DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`,
+  AMQP_URL: `amqp://guest:guest@127.0.0.1:5672/${VHOST}`,
+  REVENANT_CONFIG: path.join(root, "end2end", "revenant.e2e.toml"),
+  REVENANT_BIND: "127.0.0.1:0",
+};
+
+/** Runs SQL against the journeys' database (psql, trust auth). */
+export function sql(query: string): string {
+  return execFileSync("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", DB, "-qtAX", "-c", query], { encoding: "utf8" }).trim();
+}
+
+const auth = "Basic " + Buffer.from("guest:guest").toString("base64");
+
+/** Publishes through the management API into the journeys' vhost. */
+export async function publish(queue: string, body: string | Buffer, properties: Record<string, unknown> = {}) {
+  const binary = Buffer.isBuffer(body);
+  const resp = await fetch(`http://127.0.0.1:15672/api/exchanges/${VHOST}/amq.default/publish`, {
+    method: "POST",
+    headers: { authorization: auth, "content-type": "application/json" },
+    body: JSON.stringify({
+      properties,
+      routing_key: queue,
+      payload: binary ? body.toString("base64") : body,
+      payload_encoding: binary ? "base64" : "string",
+    }),
+  });
+  const json = await resp.json();
+  if (!json.routed) throw new Error(`not routed to ${queue}: ${JSON.stringify(json)}`);
+}
+
+/** Starts `revenant relay` against the journeys' database and vhost. */
+export function startRelay(): ChildProcess {
+  return spawn(BIN, ["relay"], { env: ENV, stdio: "ignore" });
+}
