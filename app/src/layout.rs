@@ -10,6 +10,8 @@ const NAV: &[(&str, &str)] = &[
     ("/", "Overview"),
     ("/outbox", "Outbox"),
     ("/dead-letters", "Dead letters"),
+    ("/replays", "Replays"),
+    ("/topology", "Topology"),
     ("/alerts", "Alerts"),
     ("/audit", "Audit"),
 ];
@@ -44,6 +46,7 @@ pub fn Frame(children: Children) -> impl IntoView {
                 <div class="ml-auto"><UserBox /></div>
             </nav>
         </header>
+        {move || (location.pathname.get() != "/login").then(|| view! { <crate::banner::FiringBanner /> })}
         <main class="max-w-7xl mx-auto px-4 py-5">{children()}</main>
     }
 }

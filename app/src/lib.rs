@@ -3,6 +3,7 @@
 #![recursion_limit = "256"]
 
 pub mod auth;
+pub mod banner;
 pub mod body_view;
 pub mod error;
 pub mod format;
@@ -24,12 +25,15 @@ use leptos_router::{
 
 use crate::layout::Frame;
 use crate::pages::{
+    alerts::{AlertsPage, rule::AlertRulePage},
     audit::AuditLogPage,
     dead_letters::{DeadLettersPage, detail::DeadLetterPage, groups::GroupsPage},
     login::LoginPage,
     not_found::NotFound,
     outbox::{OutboxPage, detail::OutboxRowPage},
     overview::OverviewPage,
+    replays::{ReplaysPage, plan::PlanPage},
+    topology::TopologyPage,
 };
 
 /// The HTML document around every page; the server renders it per request.
@@ -82,7 +86,12 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("login") view=LoginPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("audit") view=AuditLogPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("alerts") view=AlertsPage ssr=SsrMode::Async />
+                    <Route path=(StaticSegment("alerts"), ParamSegment("id")) view=AlertRulePage ssr=SsrMode::Async />
                     <Route path=StaticSegment("outbox") view=OutboxPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("topology") view=TopologyPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("replays") view=ReplaysPage ssr=SsrMode::Async />
+                    <Route path=(StaticSegment("replays"), ParamSegment("id")) view=PlanPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("dead-letters") view=DeadLettersPage ssr=SsrMode::Async />
                     <Route
                         path=(StaticSegment("dead-letters"), StaticSegment("groups"))

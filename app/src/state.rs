@@ -14,6 +14,7 @@ pub struct AppState {
     pub sources: Arc<Vec<engine::sources::Source>>,
     pub relay_stats: Arc<engine::outbox::stats::RelayStats>,
     pub ingest_stats: Arc<engine::dead_letter::ingest::IngestStats>,
+    pub replay_stats: Arc<engine::replay::ReplayStats>,
 }
 
 pub fn app_state() -> Result<AppState, AppError> {

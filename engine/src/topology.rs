@@ -12,9 +12,11 @@ pub mod fetch;
 pub mod routing;
 
 use std::collections::HashSet;
+use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use sqlx::PgExecutor;
 
 pub use checks::{Check, ExchangeReport, NodeReport, QueueReport, Verdict};
 pub use contract::{Contract, Level};
@@ -146,7 +148,51 @@ pub fn failing_critical(r: &TopologyReport) -> Vec<FailingCheck> {
     queues.chain(nodes).collect()
 }
 
+/// The HTTP client for management API calls, built once and shared (it pools connections).
+/// Each request also carries `fetch::REQUEST_TIMEOUT`; the client's own timeout bounds
+/// anything that does not.
+pub fn http_client() -> reqwest::Result<reqwest::Client> {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    if let Some(c) = CLIENT.get() {
+        return Ok(c.clone());
+    }
+    let built = reqwest::Client::builder()
+        .timeout(fetch::REQUEST_TIMEOUT)
+        .connect_timeout(fetch::REQUEST_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    Ok(CLIENT.get_or_init(|| built).clone())
+}
+
+/// The DLQs Revenant watches: the ingested queues, and every queue a DLQ alert rule targets
+/// (someone looks at those even when they are not ingested).
+pub async fn watched(db: impl PgExecutor<'_>, ingest_queues: &[String]) -> Result<HashSet<String>, sqlx::Error> {
+    let alerted: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT target FROM alert_rules WHERE kind LIKE 'dlq_%' AND target IS NOT NULL")
+            .fetch_all(db)
+            .await?;
+    Ok(ingest_queues.iter().cloned().chain(alerted).collect())
+}
+
 /// The vhosts the management user can see, for a picker.
 pub async fn vhosts(http: &reqwest::Client, management_url: &str) -> Result<Vec<String>, TopologyError> {
     fetch::vhosts(http, management_url).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_api_that_does_not_answer_gives_an_unreachable_report_listing_every_check() {
+        let http = http_client().unwrap();
+        // Port 9 (discard) is closed on test machines: the connection is refused at once.
+        let r = report_or_unreachable(&http, "http://u:secret@127.0.0.1:9", "/", &[], &HashSet::new()).await;
+        assert!(!r.reachable);
+        assert!(r.queues.is_empty() && r.nodes.is_empty());
+        assert_eq!(r.not_checked.len(), checks::ALL.len());
+        let why = r.unreachable.unwrap();
+        assert!(why.contains("127.0.0.1:9"), "{why}");
+        assert!(!why.contains("secret"), "credentials leaked into {why}");
+    }
 }

@@ -27,6 +27,8 @@ enum Command {
         no_ingest: bool,
         #[arg(long)]
         no_alerts: bool,
+        #[arg(long)]
+        no_replay: bool,
     },
     /// Create the schema and apply migrations, then exit.
     Migrate,
@@ -34,6 +36,10 @@ enum Command {
     Relay,
     /// Run only the dead-letter ingester and depth sampler for ingest.queues.
     Ingest,
+    /// Run only the alert evaluator (and webhook delivery).
+    Alerts,
+    /// Run only the replay publisher (sends replay plans).
+    Replay,
     /// Demo traffic on the local broker: a demo topology, an orders service writing outbox
     /// events, and consumers that fail in realistic ways. Ctrl-C stops it.
     Demo {
@@ -84,18 +90,21 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Relay => run_roles(settings, roles::Which { relay: true, ingest: false }).await,
-        Command::Ingest => run_roles(settings, roles::Which { relay: false, ingest: true }).await,
+        Command::Relay => run_roles(settings, roles::Which { relay: true, ..Default::default() }).await,
+        Command::Ingest => run_roles(settings, roles::Which { ingest: true, ..Default::default() }).await,
+        Command::Alerts => run_roles(settings, roles::Which { alerts: true, ..Default::default() }).await,
+        Command::Replay => run_roles(settings, roles::Which { replay: true, ..Default::default() }).await,
         Command::Demo { reset, rate } => demo(settings, reset, rate).await,
         Command::User(cmd) => {
             let pool = engine::db::connect(&settings.database_url, 2).await?;
             engine::db::migrate(&pool).await?;
             user_cmd::run(cmd, &pool).await
         }
-        Command::Serve { no_relay, no_ingest, no_alerts } => {
+        Command::Serve { no_relay, no_ingest, no_alerts, no_replay } => {
             settings.roles.relay &= !no_relay;
             settings.roles.ingest &= !no_ingest;
             settings.roles.alerts &= !no_alerts;
+            settings.roles.replay &= !no_replay;
             serve(settings).await
         }
     }
@@ -124,7 +133,8 @@ async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()
     engine::db::migrate(&pool).await?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut set = tokio::task::JoinSet::new();
-    roles::spawn(&mut set, &settings, &pool, &roles::Stats::default(), which, &shutdown);
+    let sources = if which.alerts { engine::sources::open_all(&settings, &pool).await? } else { Vec::new() };
+    roles::spawn(&mut set, &settings, &pool, &sources, &roles::Stats::default(), which, &shutdown);
     let stop = shutdown.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -143,8 +153,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stats = roles::Stats::default();
     let mut set = tokio::task::JoinSet::new();
-    let which = roles::Which { relay: settings.roles.relay, ingest: settings.roles.ingest };
-    roles::spawn(&mut set, &settings, &pool, &stats, which, &shutdown);
+    let which = roles::Which::from_settings(&settings);
+    roles::spawn(&mut set, &settings, &pool, &sources, &stats, which, &shutdown);
     let state = web::app_state(pool, settings, sources, stats);
     let stop = shutdown.clone();
     let web_result = web::serve(state, listener, async move {

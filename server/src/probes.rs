@@ -1,4 +1,5 @@
-//! `/healthz` (the process answers) and `/readyz` (PostgreSQL and RabbitMQ reachable).
+//! `/healthz` (the process answers), `/readyz` (PostgreSQL and RabbitMQ reachable) and
+//! `/metrics` (Prometheus text; counters of the roles running in this process).
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::json;
@@ -17,4 +18,29 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
     let ready = pg.ok && mq.ok;
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(json!({ "ready": ready, "dependencies": [pg, mq] })))
+}
+
+pub async fn metrics(State(state): State<ServerState>) -> axum::response::Response {
+    let app = &state.app;
+    let input = match engine::metrics::collect(&app.pool, &app.sources).await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::error!(error = %e, "metrics collection failed");
+            return (StatusCode::SERVICE_UNAVAILABLE, "metrics unavailable: PostgreSQL did not answer\n")
+                .into_response();
+        }
+    };
+    let roles = &app.settings.roles;
+    let replay = app.replay_stats.snapshot();
+    let counters = engine::metrics::Counters {
+        relay: roles.relay.then_some(&*app.relay_stats),
+        ingest: roles.ingest.then(|| app.ingest_stats.snapshot()),
+        replay: roles.replay.then_some(engine::metrics::ReplayCounters {
+            sent: replay.sent,
+            failed: replay.failed,
+            returned: replay.returned,
+        }),
+    };
+    let body = engine::metrics::render(&input, counters);
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }

@@ -3,7 +3,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use engine::{dead_letter::ingest::IngestStats, outbox::stats::RelayStats, settings::Settings};
+use engine::{
+    dead_letter::ingest::IngestStats, outbox::stats::RelayStats, replay::ReplayStats, settings::Settings,
+    sources::Source,
+};
 use sqlx::PgPool;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -12,22 +15,49 @@ use tokio_util::sync::CancellationToken;
 pub struct Stats {
     pub relay: Arc<RelayStats>,
     pub ingest: Arc<IngestStats>,
+    pub replay: Arc<ReplayStats>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Which {
     pub relay: bool,
     pub ingest: bool,
+    pub alerts: bool,
+    pub replay: bool,
+}
+
+impl Which {
+    pub fn from_settings(s: &Settings) -> Which {
+        Which { relay: s.roles.relay, ingest: s.roles.ingest, alerts: s.roles.alerts, replay: s.roles.replay }
+    }
+}
+
+pub fn alert_settings(s: &Settings) -> engine::alerts::AlertSettings {
+    engine::alerts::AlertSettings { tick: s.alerts_tick, public_url: s.public_url.clone(), ..Default::default() }
 }
 
 pub fn spawn(
     set: &mut JoinSet<(&'static str, anyhow::Result<()>)>,
     settings: &Settings,
     pool: &PgPool,
+    sources: &[Source],
     stats: &Stats,
     which: Which,
     shutdown: &CancellationToken,
 ) {
+    if which.alerts {
+        let fut = engine::alerts::run(pool.clone(), sources.to_vec(), alert_settings(settings), shutdown.clone());
+        set.spawn(async move { ("alerts", fut.await) });
+    }
+    if which.replay {
+        let fut = engine::replay::publisher::run(
+            pool.clone(),
+            settings.amqp_url.clone(),
+            stats.replay.clone(),
+            shutdown.clone(),
+        );
+        set.spawn(async move { ("replay", fut.await) });
+    }
     if which.relay {
         let fut = engine::outbox::relay::run(
             pool.clone(),

@@ -38,6 +38,7 @@ pub fn router(state: ServerState) -> Router {
     Router::new()
         .route("/healthz", get(crate::probes::healthz))
         .route("/readyz", get(crate::probes::readyz))
+        .route("/metrics", get(crate::probes::metrics))
         .leptos_routes_with_context(&state, routes, context.clone(), move || shell(leptos.clone()))
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::authenticate))
@@ -80,5 +81,6 @@ pub fn app_state(
         sources: Arc::new(sources),
         relay_stats: stats.relay,
         ingest_stats: stats.ingest,
+        replay_stats: stats.replay,
     }
 }

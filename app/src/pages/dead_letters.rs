@@ -12,6 +12,7 @@ use leptos_router::hooks::use_query_map;
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
+use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
 use crate::widgets::{Pill, Tabs, query_string};
 use api::{DlQuery, dl_list, dl_queues};
 
@@ -187,7 +188,18 @@ fn Rows(
     let empty = p.rows.is_empty();
     view! {
         <p class="text-sm mb-2" data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
-        {can_operate.then(|| view! { <bulk::ArchiveBar q=q.clone() selected acted notice /> })}
+        {can_operate.then(|| {
+            let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));
+            let q2 = q.clone();
+            let matching = Signal::derive(move || SelectionInput::Filter(q2.clone()));
+            view! {
+                <bulk::ArchiveBar q=q.clone() selected acted notice />
+                <div class="flex flex-wrap gap-2 mb-3 items-start">
+                    <ReplayPanel selection=picked label="Replay selected…" />
+                    <ReplayPanel selection=matching label="Replay all matching…" />
+                </div>
+            }
+        })}
         <div class="card overflow-x-auto">
             <table class="tbl" data-testid="dl-table">
                 <thead><tr>

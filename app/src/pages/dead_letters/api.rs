@@ -160,3 +160,9 @@ pub async fn dl_execute_archive(selection_id: String) -> Result<u64, AppError> {
     let actor = engine::audit::Actor { principal: &principal, ip: ip.as_deref() };
     engine::triage::execute_archive(&state.pool, id, &actor).await.map_err(server::triage_error)
 }
+
+/// The engine filter for a page query (validated), for other pages' server functions.
+#[cfg(feature = "ssr")]
+pub fn filter_for(q: &DlQuery) -> Result<engine::dead_letter::store::ListFilter, AppError> {
+    server::filter(q)
+}

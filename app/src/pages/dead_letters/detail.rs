@@ -4,8 +4,13 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::api::dl_detail;
+use crate::auth::whoami;
 use crate::body_view::Body;
 use crate::layout::{ErrorBox, PageTitle};
+use crate::pages::replays::{
+    api::{SelectionInput, dl_story},
+    panel::ReplayPanel,
+};
 use crate::widgets::Pill;
 
 #[component]
@@ -17,6 +22,7 @@ pub fn DeadLetterPage() -> impl IntoView {
         let id = id.parse::<i64>().map_err(|_| crate::error::AppError::NotFound(format!("no dead letter {id}")))?;
         dl_detail(id, full).await
     });
+    let story = Resource::new(key, |(id, _)| async move { dl_story(id.parse::<i64>().unwrap_or(0)).await });
     view! {
         <PageTitle title="Dead letter" />
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
@@ -65,13 +71,52 @@ pub fn DeadLetterPage() -> impl IntoView {
                                     </tbody></table>
                                 </div>
                             </div>
-                            <div>
+                            <div class="flex flex-col gap-4">
+                                <ReplayThis id=d.id replayable=matches!(d.status.as_str(), "awaiting" | "replayed" | "archived") />
+                                <div class="card">
+                                    <h2 class="text-sm font-semibold px-2 pt-2">"Story"</h2>
+                                    <Suspense fallback=|| ()>
+                                        {move || Suspend::new(async move {
+                                            match story.await {
+                                                Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                                                Ok(events) => view! {
+                                                    <ol class="p-2 text-sm flex flex-col gap-1" data-testid="story">
+                                                        {events.into_iter().map(|e| view! {
+                                                            <li class="flex gap-2">
+                                                                <span class="text-xs muted whitespace-nowrap">{e.at}</span>
+                                                                <Pill text=e.kind />
+                                                                <a class="underline font-mono text-xs" href=format!("/dead-letters/{}", e.dead_letter_id)>{format!("#{}", e.dead_letter_id)}</a>
+                                                                <span>{e.text}</span>
+                                                            </li>
+                                                        }).collect_view()}
+                                                    </ol>
+                                                }.into_any(),
+                                            }
+                                        })}
+                                    </Suspense>
+                                </div>
                                 <h2 class="text-sm font-semibold mb-1">"Body"</h2>
                                 <Body body=d.body.clone() full_href=format!("/dead-letters/{}?full=1", d.id) />
                             </div>
                         </div>
                     }.into_any(),
                 }
+            })}
+        </Suspense>
+    }
+}
+
+/// "Replay this message…", for operators, when the message can be replayed.
+#[component]
+fn ReplayThis(id: i64, replayable: bool) -> impl IntoView {
+    let caller = Resource::new(|| (), |_| whoami());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let can = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                (can && replayable).then(|| view! {
+                    <div><ReplayPanel selection=Signal::derive(move || SelectionInput::Ids(vec![id])) label="Replay this message…" /></div>
+                })
             })}
         </Suspense>
     }

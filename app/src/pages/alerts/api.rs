@@ -1,0 +1,387 @@
+//! Server functions of the Alerts pages, and what they return.
+//!
+//! Reads need a viewer, changes an admin. A rule that does not validate is not an error of
+//! the call: it comes back as [`Outcome::Invalid`] with one message per field, so the form
+//! can put each message next to its input. Webhook URLs may carry a token: only admins get
+//! the whole URL (for the edit form), everyone else its host.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::AppError;
+
+/// A rule as the form sends it: text, validated on the server (`engine::alerts::RuleInput`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RuleForm {
+    pub name: String,
+    pub kind: String,
+    pub target: String,
+    pub warn_threshold: String,
+    pub crit_threshold: String,
+    pub recover_threshold: String,
+    pub for_secs: String,
+    pub window_mins: String,
+    pub webhook_url: String,
+    pub webhook_format: String,
+    /// An unticked checkbox sends nothing, hence `#[serde(default)]`.
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldErrorView {
+    /// The form field it belongs to (`name`, `warn_threshold`, … or `until`, `reason`).
+    pub field: String,
+    pub message: String,
+}
+
+/// The result of a change that validates input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    Saved { id: i64, name: String },
+    Invalid(Vec<FieldErrorView>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KindView {
+    pub value: String,
+    pub label: String,
+    /// `queue`, `source` or empty (no target).
+    pub target: String,
+    pub uses_window: bool,
+}
+
+/// What the form offers: rule kinds, and the known targets (free text is allowed too).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormOptions {
+    pub kinds: Vec<KindView>,
+    pub queues: Vec<String>,
+    pub sources: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleRowView {
+    pub id: i64,
+    pub name: String,
+    pub kind: String,
+    pub kind_label: String,
+    pub target: Option<String>,
+    pub enabled: bool,
+    pub state: String,
+    pub severity: Option<String>,
+    pub value: Option<f64>,
+    pub warn: f64,
+    pub crit: f64,
+    pub recover: f64,
+    pub since: String,
+    pub since_secs: i64,
+    /// Only while the silence lasts.
+    pub silenced_until: Option<String>,
+    /// The console page that shows the cause.
+    pub link: String,
+    pub webhook_host: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleDetailView {
+    pub row: RuleRowView,
+    pub for_secs: i32,
+    pub window_mins: Option<i32>,
+    pub webhook_format: String,
+    pub silence_reason: Option<String>,
+    pub last_eval_at: Option<String>,
+    pub created_by: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The stored rule as the edit form shows it; `webhook_url` is empty unless the caller is an admin.
+    pub form: RuleForm,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventView {
+    pub id: i64,
+    pub at: String,
+    pub from_state: String,
+    pub to_state: String,
+    pub severity: Option<String>,
+    pub value: f64,
+    pub threshold: f64,
+    pub message: String,
+    pub link: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryPage {
+    pub events: Vec<EventView>,
+    /// The keyset cursor of the next (older) page.
+    pub older: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryView {
+    pub id: i64,
+    pub event_id: i64,
+    pub to_state: String,
+    pub attempt: i32,
+    pub at: Option<String>,
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
+    pub delivered: bool,
+    pub next_attempt_at: String,
+}
+
+#[cfg(feature = "ssr")]
+mod server {
+    use engine::alerts::{RuleError, RuleWithState};
+
+    use super::*;
+
+    pub fn ip() -> engine::auth::ClientIp {
+        engine::auth::ClientIp(crate::guard::client_ip())
+    }
+
+    pub fn input(f: RuleForm) -> engine::alerts::RuleInput {
+        engine::alerts::RuleInput {
+            name: f.name,
+            kind: f.kind,
+            target: f.target,
+            warn_threshold: f.warn_threshold,
+            crit_threshold: f.crit_threshold,
+            recover_threshold: f.recover_threshold,
+            for_secs: f.for_secs,
+            window_mins: f.window_mins,
+            webhook_url: f.webhook_url,
+            webhook_format: f.webhook_format,
+            enabled: f.enabled,
+        }
+    }
+
+    /// Field errors become an `Outcome`; a taken name is a mistake in the name field too.
+    pub fn outcome(r: Result<engine::alerts::Rule, RuleError>) -> Result<Outcome, AppError> {
+        match r {
+            Ok(rule) => Ok(Outcome::Saved { id: rule.id, name: rule.name }),
+            Err(RuleError::Invalid(errs)) => Ok(Outcome::Invalid(
+                errs.into_iter().map(|e| FieldErrorView { field: e.field, message: e.message }).collect(),
+            )),
+            Err(RuleError::Conflict(name)) => Ok(Outcome::Invalid(vec![FieldErrorView {
+                field: "name".into(),
+                message: format!("name: a rule named `{name}` already exists"),
+            }])),
+            Err(e) => Err(error(e)),
+        }
+    }
+
+    pub fn error(e: RuleError) -> AppError {
+        match e {
+            RuleError::Invalid(errs) => {
+                AppError::Invalid(errs.into_iter().map(|e| e.message).collect::<Vec<_>>().join("; "))
+            }
+            RuleError::NotFound => AppError::NotFound("no such alert rule".into()),
+            RuleError::Conflict(n) => AppError::Conflict(format!("a rule named `{n}` already exists")),
+            RuleError::Forbidden => AppError::Forbidden("changing alert rules needs the admin role".into()),
+            RuleError::Db(e) => AppError::from(e),
+        }
+    }
+
+    pub fn row(r: RuleWithState, now: chrono::DateTime<chrono::Utc>) -> RuleRowView {
+        let link =
+            r.link.clone().unwrap_or_else(|| engine::alerts::link::path(r.rule.kind, r.rule.target.as_deref(), None));
+        RuleRowView {
+            id: r.rule.id,
+            name: r.rule.name,
+            kind: r.rule.kind.as_str().into(),
+            kind_label: r.rule.kind.label().into(),
+            target: r.rule.target,
+            enabled: r.rule.enabled,
+            state: r.state.as_str().into(),
+            severity: r.severity.map(|s| s.as_str().into()),
+            value: r.value,
+            warn: r.rule.warn,
+            crit: r.rule.crit,
+            recover: r.rule.recover,
+            since: crate::format::time(r.since),
+            since_secs: (now - r.since).num_seconds(),
+            silenced_until: r.rule.silenced_until.filter(|_| r.silenced).map(crate::format::time),
+            link,
+            webhook_host: r.webhook_host,
+        }
+    }
+}
+
+#[server(prefix = "/api", endpoint = "alerts/list")]
+pub async fn alerts_list() -> Result<Vec<RuleRowView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let now = chrono::Utc::now();
+    let rules = engine::alerts::list_rules(&state.pool).await?;
+    Ok(rules.into_iter().map(|r| server::row(r, now)).collect())
+}
+
+#[server(prefix = "/api", endpoint = "alerts/get")]
+pub async fn alerts_get(id: i64) -> Result<RuleDetailView, AppError> {
+    let caller = crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    // The state lives beside the rule; rules number in the tens, so one listing is cheap.
+    let r = engine::alerts::list_rules(&state.pool)
+        .await?
+        .into_iter()
+        .find(|r| r.rule.id == id)
+        .ok_or_else(|| AppError::NotFound(format!("no alert rule {id}")))?;
+    let webhook_url = if caller.role >= engine::auth::Role::Admin {
+        engine::alerts::get(&state.pool, id).await.map_err(server::error)?.webhook_url.unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let rule = &r.rule;
+    let form = RuleForm {
+        name: rule.name.clone(),
+        kind: rule.kind.as_str().into(),
+        target: rule.target.clone().unwrap_or_default(),
+        warn_threshold: rule.warn.to_string(),
+        crit_threshold: rule.crit.to_string(),
+        recover_threshold: rule.recover.to_string(),
+        for_secs: rule.for_secs.to_string(),
+        window_mins: rule.window_mins.map(|w| w.to_string()).unwrap_or_default(),
+        webhook_url,
+        webhook_format: rule.webhook_format.as_str().into(),
+        enabled: rule.enabled,
+    };
+    Ok(RuleDetailView {
+        for_secs: rule.for_secs,
+        window_mins: rule.window_mins,
+        webhook_format: rule.webhook_format.as_str().into(),
+        silence_reason: rule.silence_reason.clone().filter(|_| r.silenced),
+        last_eval_at: r.last_eval_at.map(crate::format::time),
+        created_by: rule.created_by.clone(),
+        created_at: crate::format::time(rule.created_at),
+        updated_at: crate::format::time(rule.updated_at),
+        form,
+        row: server::row(r, chrono::Utc::now()),
+    })
+}
+
+#[server(prefix = "/api", endpoint = "alerts/targets")]
+pub async fn alerts_targets() -> Result<FormOptions, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    use engine::alerts::rule::TargetKind;
+    let kinds = engine::alerts::RuleKind::ALL
+        .into_iter()
+        .map(|k| KindView {
+            value: k.as_str().into(),
+            label: k.label().into(),
+            target: match k.target() {
+                Some(TargetKind::Queue) => "queue".into(),
+                Some(TargetKind::Source) => "source".into(),
+                None => String::new(),
+            },
+            uses_window: k.uses_window(),
+        })
+        .collect();
+    Ok(FormOptions {
+        kinds,
+        queues: state.settings.ingest.queues.clone(),
+        sources: state.sources.iter().map(|s| s.name.clone()).collect(),
+    })
+}
+
+/// Creates the rule when `id` is absent, replaces it otherwise.
+#[server(prefix = "/api", endpoint = "alerts/save")]
+pub async fn alerts_save(id: Option<i64>, input: RuleForm) -> Result<Outcome, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    let ip = server::ip();
+    let input = server::input(input);
+    let saved = match id {
+        None => engine::alerts::create(&state.pool, &principal, &ip, &input).await,
+        Some(id) => engine::alerts::update(&state.pool, &principal, &ip, id, &input).await,
+    };
+    server::outcome(saved)
+}
+
+#[server(prefix = "/api", endpoint = "alerts/delete")]
+pub async fn alerts_delete(id: i64) -> Result<(), AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    engine::alerts::delete(&state.pool, &principal, &server::ip(), id).await.map_err(server::error)
+}
+
+/// Silences for `amount` minutes or hours (`unit`); mistakes come back as field errors.
+#[server(prefix = "/api", endpoint = "alerts/silence")]
+pub async fn alerts_silence(id: i64, amount: String, unit: String, reason: String) -> Result<Outcome, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    let per = match unit.as_str() {
+        "hours" => 60,
+        _ => 1,
+    };
+    let minutes = match amount.trim().parse::<i64>() {
+        // At most 30 days: a longer silence is a disabled rule, and should say so.
+        Ok(n) if n >= 1 && n * per <= 43_200 => n * per,
+        _ => {
+            return Ok(Outcome::Invalid(vec![FieldErrorView {
+                field: "until".into(),
+                message: format!("until: `{}` is not a whole number of {unit} up to 30 days", amount.trim()),
+            }]));
+        }
+    };
+    let until = chrono::Utc::now() + chrono::Duration::minutes(minutes);
+    server::outcome(engine::alerts::silence(&state.pool, &principal, &server::ip(), id, until, &reason).await)
+}
+
+#[server(prefix = "/api", endpoint = "alerts/unsilence")]
+pub async fn alerts_unsilence(id: i64) -> Result<(), AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    engine::alerts::unsilence(&state.pool, &principal, &server::ip(), id).await.map(|_| ()).map_err(server::error)
+}
+
+#[server(prefix = "/api", endpoint = "alerts/history")]
+pub async fn alerts_history(id: i64, before: Option<i64>) -> Result<HistoryPage, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    const PAGE: usize = 50;
+    let mut rows = engine::alerts::history(&state.pool, id, before, PAGE as i64 + 1).await?;
+    let older = if rows.len() > PAGE {
+        rows.truncate(PAGE);
+        rows.last().map(|e| e.id)
+    } else {
+        None
+    };
+    let events = rows
+        .into_iter()
+        .map(|e| EventView {
+            id: e.id,
+            at: crate::format::time(e.at),
+            from_state: e.from_state,
+            to_state: e.to_state,
+            severity: e.severity,
+            value: e.value,
+            threshold: e.threshold,
+            message: e.message,
+            link: e.link,
+        })
+        .collect();
+    Ok(HistoryPage { events, older })
+}
+
+#[server(prefix = "/api", endpoint = "alerts/deliveries")]
+pub async fn alerts_deliveries(id: i64) -> Result<Vec<DeliveryView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let rows = engine::alerts::deliveries(&state.pool, id, 50).await?;
+    Ok(rows
+        .into_iter()
+        .map(|d| DeliveryView {
+            id: d.id,
+            event_id: d.event_id,
+            to_state: d.to_state,
+            attempt: d.attempt,
+            at: d.at.map(crate::format::time),
+            status_code: d.status_code,
+            error: d.error,
+            delivered: d.delivered,
+            next_attempt_at: crate::format::time(d.next_attempt_at),
+        })
+        .collect())
+}

@@ -1,0 +1,212 @@
+//! The rule form, shared by "New rule" and "Edit rule": every field with its own error
+//! message beside it, as the server's validation reports it.
+//!
+//! The inputs are plain (uncontrolled) form fields read by `ActionForm` on submit, so text
+//! typed before the page hydrates is kept; the submit button is enabled only once hydrated,
+//! because before that a click would post the form natively and the field errors be lost.
+
+use leptos::prelude::*;
+
+use super::api::{AlertsSave, FieldErrorView, FormOptions, KindView, Outcome, RuleForm};
+use crate::layout::ErrorBox;
+
+/// The fields a rule form knows, in the order the server's `FieldError`s may name them.
+const FIELDS: &[&str] = &[
+    "name",
+    "kind",
+    "target",
+    "warn_threshold",
+    "crit_threshold",
+    "recover_threshold",
+    "for_secs",
+    "window_mins",
+    "webhook_url",
+    "webhook_format",
+];
+
+/// What a new rule starts from.
+pub fn blank() -> RuleForm {
+    RuleForm {
+        kind: "dlq_awaiting".into(),
+        for_secs: "60".into(),
+        webhook_format: "json".into(),
+        enabled: true,
+        ..RuleForm::default()
+    }
+}
+
+/// False on the server and until the browser has hydrated the page (effects run only there).
+pub fn hydrated() -> ReadSignal<bool> {
+    let (get, set) = signal(false);
+    Effect::new(move |_| set.set(true));
+    get
+}
+
+/// The messages for one field, joined; None when the field is fine.
+fn messages(errors: &[FieldErrorView], field: &str) -> Option<String> {
+    let m: Vec<&str> = errors.iter().filter(|e| e.field == field).map(|e| e.message.as_str()).collect();
+    (!m.is_empty()).then(|| m.join("; "))
+}
+
+#[component]
+pub fn RuleEditor(
+    /// None creates a rule; Some replaces that rule.
+    id: Option<i64>,
+    initial: RuleForm,
+    options: FormOptions,
+    /// Called with the saved rule's id and name.
+    on_saved: Callback<(i64, String)>,
+) -> impl IntoView {
+    let save = ServerAction::<AlertsSave>::new();
+    let ready = hydrated();
+    let errors = Memo::new(move |_| match save.value().get() {
+        Some(Ok(Outcome::Invalid(errs))) => errs,
+        _ => Vec::new(),
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(Outcome::Saved { id, name })) = save.value().get() {
+            on_saved.run((id, name));
+        }
+    });
+    let kind = RwSignal::new(initial.kind.clone());
+    let kinds = StoredValue::new(options.kinds.clone());
+    let kind_info = move || kinds.with_value(|ks| ks.iter().find(|k| k.value == kind.get()).cloned());
+    let queues = StoredValue::new(options.queues.clone());
+    let sources = StoredValue::new(options.sources.clone());
+
+    let err = move |field: &'static str| {
+        move || {
+            errors.with(|es| messages(es, field)).map(|m| {
+                view! { <p id=format!("rule-{field}-error") class="text-xs text-red-700 dark:text-red-300" data-testid=format!("error-{field}")>{m}</p> }
+            })
+        }
+    };
+    let invalid = move |field: &'static str| move || errors.with(|es| messages(es, field).is_some()).then_some("true");
+    let text = move |field: &'static str,
+                     label: &'static str,
+                     value: String,
+                     placeholder: &'static str,
+                     class: &'static str| {
+        view! {
+            <div class="flex flex-col gap-0.5">
+                <label for=format!("rule-{field}")>{label}</label>
+                <input id=format!("rule-{field}") class=format!("input {class}") name=format!("input[{field}]") value=value
+                    placeholder=placeholder aria-invalid=invalid(field) aria-describedby=format!("rule-{field}-error") />
+                {err(field)}
+            </div>
+        }
+    };
+    let stray = move || {
+        errors.with(|es| {
+            es.iter().filter(|e| !FIELDS.contains(&e.field.as_str())).map(|e| e.message.clone()).collect::<Vec<_>>()
+        })
+    };
+    let title = if id.is_some() { "Edit rule" } else { "New rule" };
+    let button = if id.is_some() { "Save changes" } else { "Create rule" };
+    let format = initial.webhook_format.clone();
+
+    view! {
+        <section class="card p-3 mb-4 text-sm" data-testid="rule-form" aria-label=title>
+            <h2 class="font-semibold mb-2">{title}</h2>
+            <ActionForm action=save attr:class="flex flex-col gap-3">
+                {id.map(|id| view! { <input type="hidden" name="id" value=id.to_string() /> })}
+                <div class="grid sm:grid-cols-2 lg:grid-cols-4 gap-3">
+                    {text("name", "Name", initial.name.clone(), "orders DLQ backlog", "")}
+                    <div class="flex flex-col gap-0.5">
+                        <label for="rule-kind">"Kind"</label>
+                        <select id="rule-kind" class="input" name="input[kind]" aria-invalid=invalid("kind")
+                            aria-describedby="rule-kind-error" on:change=move |ev| kind.set(event_target_value(&ev))>
+                            {options.kinds.iter().map(|k| view! {
+                                <option value=k.value.clone() selected=k.value == initial.kind>{k.value.clone()}" — "{k.label.clone()}</option>
+                            }).collect_view()}
+                        </select>
+                        {err("kind")}
+                    </div>
+                    <div class="flex flex-col gap-0.5">
+                        <label for="rule-target">"Target"</label>
+                        <input id="rule-target" class="input" name="input[target]" value=initial.target.clone() list="rule-targets"
+                            placeholder=move || target_hint(kind_info().as_ref()) aria-invalid=invalid("target")
+                            aria-describedby="rule-target-error" />
+                        <datalist id="rule-targets">
+                            {move || {
+                                let k = kind_info().map(|k| k.target).unwrap_or_default();
+                                let (names, what) = match k.as_str() {
+                                    "queue" => (queues.get_value(), "dead-letter queue"),
+                                    "source" => (sources.get_value(), "outbox source"),
+                                    _ => (Vec::new(), ""),
+                                };
+                                names.into_iter().map(|n| view! { <option value=n.clone() label=what></option> }).collect_view()
+                            }}
+                        </datalist>
+                        {err("target")}
+                    </div>
+                    {text("webhook_url", "Webhook URL", initial.webhook_url.clone(), "https://hooks.slack.com/services/…", "")}
+                    {text("warn_threshold", "Warning at", initial.warn_threshold.clone(), "10", "")}
+                    {text("crit_threshold", "Critical at", initial.crit_threshold.clone(), "100", "")}
+                    {text("recover_threshold", "Recovers at", initial.recover_threshold.clone(), "2", "")}
+                    {text("for_secs", "For (seconds)", initial.for_secs.clone(), "60", "")}
+                    {text("window_mins", "Window (minutes, rate kinds)", initial.window_mins.clone(), "60", "")}
+                    <div class="flex flex-col gap-0.5">
+                        <label for="rule-webhook_format">"Format"</label>
+                        <select id="rule-webhook_format" class="input" name="input[webhook_format]"
+                            aria-invalid=invalid("webhook_format") aria-describedby="rule-webhook_format-error">
+                            <option value="json" selected=format != "slack">"json"</option>
+                            <option value="slack" selected=format == "slack">"slack (text)"</option>
+                        </select>
+                        {err("webhook_format")}
+                    </div>
+                    <label class="flex items-center gap-2 self-end pb-1">
+                        <input type="checkbox" name="input[enabled]" value="true" checked=initial.enabled />
+                        "Enabled"
+                    </label>
+                </div>
+                <p class="muted text-xs" data-testid="kind-hint">{move || kind_hint(kind_info().as_ref())}</p>
+                <div class="flex items-center gap-2">
+                    <button class="btn btn-primary" type="submit" disabled=move || !ready.get() || save.pending().get()>{button}</button>
+                    {move || (!errors.with(Vec::is_empty)).then(|| view! {
+                        <span class="text-red-700 dark:text-red-300" role="alert">"Not saved: fix the fields marked in red."</span>
+                    })}
+                </div>
+                {move || {
+                    let s = stray();
+                    (!s.is_empty()).then(|| view! { <ul class="text-xs text-red-700 dark:text-red-300">{s.into_iter().map(|m| view! { <li>{m}</li> }).collect_view()}</ul> })
+                }}
+            </ActionForm>
+            {move || save.value().get().and_then(|r| r.err()).map(|err| view! { <div class="mt-2"><ErrorBox err /></div> })}
+        </section>
+    }
+}
+
+fn target_hint(k: Option<&KindView>) -> &'static str {
+    match k.map(|k| k.target.as_str()) {
+        Some("queue") => "a dead-letter queue",
+        Some("source") => "an outbox source",
+        _ => "not used by this kind",
+    }
+}
+
+fn kind_hint(k: Option<&KindView>) -> String {
+    match k {
+        None => String::new(),
+        Some(k) => format!(
+            "Measures {}; target: {}; window: {}. Fires when the value stays at or above a threshold for the given \
+             seconds, resolves at or below the recovery value.",
+            k.label,
+            target_hint(Some(k)),
+            if k.uses_window { "required" } else { "not used" },
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fields_messages_are_joined_and_other_fields_ignored() {
+        let e = |f: &str, m: &str| FieldErrorView { field: f.into(), message: m.into() };
+        let errs = vec![e("name", "name: required"), e("warn_threshold", "a"), e("warn_threshold", "b")];
+        assert_eq!(messages(&errs, "warn_threshold").as_deref(), Some("a; b"));
+        assert_eq!(messages(&errs, "target"), None);
+    }
+}

@@ -1,0 +1,134 @@
+//! Server functions for replay plans: preview, create, progress, pause / resume / cancel,
+//! and a dead letter's story.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::AppError;
+use crate::pages::dead_letters::api::DlQuery;
+
+/// What to replay, as the page sends it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SelectionInput {
+    Ids(Vec<i64>),
+    Filter(DlQuery),
+}
+
+/// Where to, as the page sends it: mode `original`, `exchange` or `queue`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetInput {
+    pub mode: String,
+    pub exchange: String,
+    pub routing_key: String,
+    pub queue: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanOptions {
+    pub rate_per_sec: String,
+    pub start_in_mins: String,
+    pub ordered: bool,
+    pub auto_pause_percent: String,
+    pub confirm_count: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetView {
+    pub exchange: String,
+    pub routing_key: String,
+    pub count: i64,
+    pub exists: Option<bool>,
+    pub queue: Option<String>,
+    pub consumers: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewView {
+    pub count: i64,
+    pub targets: Vec<TargetView>,
+    pub more_targets: bool,
+    pub without_destination: i64,
+    pub already_replayed: i64,
+    pub needs_typed_confirmation: bool,
+    pub broker_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanView {
+    pub id: i64,
+    pub created_by: String,
+    pub created_at: String,
+    pub target: String,
+    pub rate_per_sec: Option<f32>,
+    pub start_at: String,
+    pub ordered: bool,
+    pub status: String,
+    pub paused_reason: Option<String>,
+    pub total: i64,
+    pub sent: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+    pub left: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemView {
+    pub dead_letter_id: i64,
+    pub seq: i64,
+    pub exchange: String,
+    pub routing_key: String,
+    pub status: String,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoryView {
+    pub at: String,
+    pub dead_letter_id: i64,
+    pub kind: String,
+    pub text: String,
+}
+
+#[cfg(feature = "ssr")]
+#[path = "api_server.rs"]
+mod server;
+
+#[server(prefix = "/api", endpoint = "replay/preview")]
+pub async fn replay_preview(selection: SelectionInput, target: TargetInput) -> Result<PreviewView, AppError> {
+    crate::guard::require(engine::auth::Role::Operator)?;
+    server::preview(selection, target).await
+}
+
+#[server(prefix = "/api", endpoint = "replay/create")]
+pub async fn replay_create(
+    selection: SelectionInput,
+    target: TargetInput,
+    options: PlanOptions,
+) -> Result<i64, AppError> {
+    let who = crate::guard::require(engine::auth::Role::Operator)?;
+    server::create(&who, selection, target, options).await
+}
+
+#[server(prefix = "/api", endpoint = "replay/list")]
+pub async fn replay_list() -> Result<Vec<PlanView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::list().await
+}
+
+#[server(prefix = "/api", endpoint = "replay/get")]
+pub async fn replay_get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::get(id).await
+}
+
+#[server(prefix = "/api", endpoint = "replay/control")]
+pub async fn replay_control(id: i64, action: String) -> Result<PlanView, AppError> {
+    let who = crate::guard::require(engine::auth::Role::Operator)?;
+    server::control(&who, id, &action).await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/story")]
+pub async fn dl_story(id: i64) -> Result<Vec<StoryView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::story(id).await
+}

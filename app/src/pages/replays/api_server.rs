@@ -1,0 +1,213 @@
+//! The server side of the replay server functions.
+
+use engine::auth::Principal;
+use engine::replay::{self, CreatePlan, Selection, Target, lineage::Event};
+
+use super::*;
+
+fn replay_error(e: replay::ReplayError) -> AppError {
+    use replay::ReplayError as E;
+    match e {
+        E::NotFound(_) | E::DeadLetterNotFound(_) => AppError::NotFound(e.to_string()),
+        E::Conflict(m) => AppError::Conflict(m),
+        E::Invalid(m) => AppError::Invalid(m),
+        E::Db(e) => AppError::from(e),
+    }
+}
+
+fn selection(s: SelectionInput) -> Result<Selection, AppError> {
+    match s {
+        SelectionInput::Ids(ids) if ids.is_empty() => Err(AppError::Invalid("pick at least one message".into())),
+        SelectionInput::Ids(ids) => Ok(Selection::Ids(ids)),
+        SelectionInput::Filter(q) => Ok(Selection::Filter(crate::pages::dead_letters::api::filter_for(&q)?)),
+    }
+}
+
+fn target(t: TargetInput) -> Result<Target, AppError> {
+    let need = |v: &str, what: &str| {
+        let v = v.trim();
+        if v.is_empty() {
+            Err(AppError::Invalid(format!("{what} is required for this target")))
+        } else {
+            Ok(v.to_string())
+        }
+    };
+    match t.mode.as_str() {
+        "" | "original" => Ok(Target::Original),
+        "exchange" => Ok(Target::Exchange {
+            exchange: need(&t.exchange, "the exchange")?,
+            routing_key: t.routing_key.trim().to_string(),
+        }),
+        "queue" => Ok(Target::Queue { queue: need(&t.queue, "the queue")? }),
+        other => Err(AppError::Invalid(format!("unknown target `{other}`"))),
+    }
+}
+
+fn number<T: std::str::FromStr>(field: &str, v: &str) -> Result<Option<T>, AppError> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    v.parse::<T>().map(Some).map_err(|_| AppError::Invalid(format!("{field}: `{v}` is not a number")))
+}
+
+pub fn plan_view(p: replay::Plan) -> PlanView {
+    let target = match p.target_mode.as_str() {
+        "original" => "original exchange and routing key".to_string(),
+        "queue" => format!("queue {}", p.target_routing_key.clone().unwrap_or_default()),
+        _ => format!(
+            "exchange `{}` key `{}`",
+            p.target_exchange.clone().unwrap_or_default(),
+            p.target_routing_key.clone().unwrap_or_default()
+        ),
+    };
+    PlanView {
+        left: p.left(),
+        id: p.id,
+        created_by: p.created_by,
+        created_at: crate::format::time(p.created_at),
+        target,
+        rate_per_sec: p.rate_per_sec,
+        start_at: crate::format::time(p.start_at),
+        ordered: p.ordered,
+        status: p.status,
+        paused_reason: p.paused_reason,
+        total: p.total,
+        sent: p.sent,
+        failed: p.failed,
+        cancelled: p.cancelled,
+    }
+}
+
+pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, AppError> {
+    let state = crate::state::app_state()?;
+    let p = replay::preview::preview(&state.pool, &state.settings.amqp_url, &selection(s)?, &target(t)?)
+        .await
+        .map_err(replay_error)?;
+    Ok(PreviewView {
+        count: p.count,
+        targets: p
+            .targets
+            .into_iter()
+            .map(|t| TargetView {
+                exchange: t.exchange,
+                routing_key: t.routing_key,
+                count: t.count,
+                exists: t.exists,
+                queue: t.queue,
+                consumers: t.consumers,
+            })
+            .collect(),
+        more_targets: p.more_targets,
+        without_destination: p.without_destination,
+        already_replayed: p.already_replayed,
+        needs_typed_confirmation: p.needs_typed_confirmation,
+        broker_error: p.broker_error,
+    })
+}
+
+pub async fn create(who: &Principal, s: SelectionInput, t: TargetInput, o: PlanOptions) -> Result<i64, AppError> {
+    let state = crate::state::app_state()?;
+    let mut req = CreatePlan::new(selection(s)?, target(t)?);
+    req.rate_per_sec = number::<f32>("rate", &o.rate_per_sec)?;
+    if req.rate_per_sec.is_some_and(|r| !(0.1..=10_000.0).contains(&r)) {
+        return Err(AppError::Invalid("rate: between 0.1 and 10000 messages per second".into()));
+    }
+    if let Some(m) = number::<i64>("start in", &o.start_in_mins)? {
+        if !(0..=10_080).contains(&m) {
+            return Err(AppError::Invalid("start in: between 0 and 10080 minutes (a week)".into()));
+        }
+        req.start_at = Some(chrono::Utc::now() + chrono::Duration::minutes(m));
+    }
+    req.ordered = o.ordered;
+    if let Some(p) = number::<f32>("auto-pause share", &o.auto_pause_percent)? {
+        if !(1.0..=100.0).contains(&p) {
+            return Err(AppError::Invalid("auto-pause share: between 1 and 100 percent".into()));
+        }
+        req.auto_pause_share = Some(p / 100.0);
+    }
+    req.confirm_count = number::<i64>("typed confirmation", &o.confirm_count)?;
+    let ip = crate::guard::client_ip();
+    let plan = replay::plan::create(&state.pool, who, ip.as_deref(), &req).await.map_err(replay_error)?;
+    Ok(plan.id)
+}
+
+pub async fn list() -> Result<Vec<PlanView>, AppError> {
+    let state = crate::state::app_state()?;
+    Ok(replay::progress::list(&state.pool, None, 100).await.map_err(replay_error)?.into_iter().map(plan_view).collect())
+}
+
+pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
+    let state = crate::state::app_state()?;
+    let plan = replay::progress::get(&state.pool, id).await.map_err(replay_error)?;
+    let items = replay::progress::items(&state.pool, id, None, None, 200).await.map_err(replay_error)?;
+    Ok((
+        plan_view(plan),
+        items
+            .into_iter()
+            .map(|i| ItemView {
+                dead_letter_id: i.dead_letter_id,
+                seq: i.seq,
+                exchange: i.exchange,
+                routing_key: i.routing_key,
+                status: i.status,
+                error: i.error,
+            })
+            .collect(),
+    ))
+}
+
+pub async fn control(who: &Principal, id: i64, action: &str) -> Result<PlanView, AppError> {
+    let state = crate::state::app_state()?;
+    let ip = crate::guard::client_ip();
+    let plan = match action {
+        "pause" => replay::plan::pause(&state.pool, who, ip.as_deref(), id, Some("paused from the console")).await,
+        "resume" => replay::plan::resume(&state.pool, who, ip.as_deref(), id).await,
+        "cancel" => replay::plan::cancel(&state.pool, who, ip.as_deref(), id).await,
+        other => return Err(AppError::Invalid(format!("unknown action `{other}`"))),
+    }
+    .map_err(replay_error)?;
+    Ok(plan_view(plan))
+}
+
+pub async fn story(id: i64) -> Result<Vec<StoryView>, AppError> {
+    let state = crate::state::app_state()?;
+    let events = replay::lineage::story(&state.pool, id).await.map_err(replay_error)?;
+    Ok(events
+        .into_iter()
+        .map(|e| {
+            let (kind, text) = match e.event {
+                Event::DeadLettered { queue, reason, error_type, error_message, death_count, replay_of } => (
+                    "dead-lettered",
+                    format!(
+                        "dead-lettered into {queue} ({reason}, {death_count} deaths){}{}",
+                        error_type.map(|t| format!(": {t}")).unwrap_or_default(),
+                        match (error_message, replay_of) {
+                            (m, Some(r)) => format!(
+                                "{} — died again after replay of #{r}",
+                                m.map(|m| format!(" {m}")).unwrap_or_default()
+                            ),
+                            (Some(m), None) => format!(" {m}"),
+                            (None, None) => String::new(),
+                        }
+                    ),
+                ),
+                Event::ReplayPlanned { plan_id, by, exchange, routing_key } => {
+                    ("planned", format!("put in replay plan #{plan_id} by {by} → `{exchange}` / `{routing_key}`"))
+                }
+                Event::Replayed { plan_id, by, exchange, routing_key } => (
+                    "replayed",
+                    format!("replayed by {by} (plan #{plan_id}) to `{exchange}` / `{routing_key}`, confirmed"),
+                ),
+                Event::ReplayFailed { plan_id, by, error } => (
+                    "failed",
+                    format!("replay by {by} (plan #{plan_id}) failed: {}", error.unwrap_or_else(|| "no reason".into())),
+                ),
+                Event::ReplayCancelled { plan_id, by } => {
+                    ("cancelled", format!("plan #{plan_id} by {by} cancelled before sending"))
+                }
+            };
+            StoryView { at: crate::format::time(e.at), dead_letter_id: e.dead_letter_id, kind: kind.into(), text }
+        })
+        .collect())
+}

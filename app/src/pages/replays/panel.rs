@@ -1,0 +1,118 @@
+//! The replay planner: choose a target and pace, preview (how many, to where, do the targets
+//! exist and have consumers, replayed before?), confirm — typing the count for big plans —
+//! and go to the plan's progress page.
+
+use leptos::prelude::*;
+
+use super::api::{PlanOptions, ReplayCreate, ReplayPreview, SelectionInput, TargetInput};
+use crate::layout::ErrorBox;
+
+#[component]
+pub fn ReplayPanel(selection: Signal<SelectionInput>, #[prop(into)] label: String) -> impl IntoView {
+    let open = RwSignal::new(false);
+    let mode = RwSignal::new("original".to_string());
+    let exchange = RwSignal::new(String::new());
+    let routing_key = RwSignal::new(String::new());
+    let queue = RwSignal::new(String::new());
+    let rate = RwSignal::new("50".to_string());
+    let start_in = RwSignal::new(String::new());
+    let ordered = RwSignal::new(false);
+    let auto_pause = RwSignal::new("50".to_string());
+    let typed = RwSignal::new(String::new());
+    let preview = ServerAction::<ReplayPreview>::new();
+    let create = ServerAction::<ReplayCreate>::new();
+    let target = move || TargetInput {
+        mode: mode.get_untracked(),
+        exchange: exchange.get_untracked(),
+        routing_key: routing_key.get_untracked(),
+        queue: queue.get_untracked(),
+    };
+    Effect::new(move |_| {
+        if let Some(Ok(id)) = create.value().get() {
+            let navigate = leptos_router::hooks::use_navigate();
+            navigate(&format!("/replays/{id}"), Default::default());
+        }
+    });
+    let text = |sig: RwSignal<String>, name: &'static str, width: &'static str| {
+        view! {
+            <input class=format!("input {width}") aria-label=name prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
+        }
+    };
+    view! {
+        <button class="btn" on:click=move |_| open.update(|o| *o = !*o)>{label}</button>
+        <Show when=move || open.get()>
+            <div class="card p-3 my-2 w-full text-sm flex flex-col gap-2" data-testid="replay-panel">
+                <div class="flex flex-wrap gap-3 items-center">
+                    <span class="font-medium">"Target"</span>
+                    {["original", "exchange", "queue"].into_iter().map(|m| view! {
+                        <label class="flex items-center gap-1">
+                            <input type="radio" name="replay-target" value=m prop:checked=move || mode.get() == m on:change=move |_| mode.set(m.to_string()) />
+                            {match m { "original" => "original exchange + routing key", "exchange" => "another exchange", _ => "a queue" }}
+                        </label>
+                    }).collect_view()}
+                </div>
+                <Show when=move || mode.get() == "exchange">
+                    <div class="flex gap-2 items-center">"exchange"{text(exchange, "target exchange", "w-56")}"routing key"{text(routing_key, "target routing key", "w-56")}</div>
+                </Show>
+                <Show when=move || mode.get() == "queue">
+                    <div class="flex gap-2 items-center">"queue"{text(queue, "target queue", "w-72")}</div>
+                </Show>
+                <div class="flex flex-wrap gap-3 items-center">
+                    <label class="flex items-center gap-1">"rate (msg/s, empty = no limit)"{text(rate, "rate", "w-20")}</label>
+                    <label class="flex items-center gap-1">"start in (minutes)"{text(start_in, "start in minutes", "w-20")}</label>
+                    <label class="flex items-center gap-1">"auto-pause if this % die again"{text(auto_pause, "auto-pause percent", "w-16")}</label>
+                    <label class="flex items-center gap-1">
+                        <input type="checkbox" prop:checked=move || ordered.get() on:change=move |ev| ordered.set(event_target_checked(&ev)) />
+                        "in first-failure order, one at a time"
+                    </label>
+                </div>
+                <div>
+                    <button class="btn" on:click=move |_| { preview.dispatch(ReplayPreview { selection: selection.get_untracked(), target: target() }); }>"Preview"</button>
+                </div>
+                {move || preview.value().get().map(|r| match r {
+                    Err(err) => view! { <ErrorBox err /> }.into_any(),
+                    Ok(p) => {
+                        let needs = p.needs_typed_confirmation;
+                        let count = p.count;
+                        view! {
+                            <div class="border-t border-slate-200 dark:border-slate-800 pt-2" data-testid="replay-preview">
+                                <p><b data-testid="preview-count">{p.count}</b>" messages will be replayed"
+                                    {(p.already_replayed > 0).then(|| view! { <span class="text-amber-700 dark:text-amber-400">{format!(" — {} of them were replayed before", p.already_replayed)}</span> })}
+                                    {(p.without_destination > 0).then(|| view! { <span class="text-red-700">{format!(" — {} have no original destination (no x-death): choose another target", p.without_destination)}</span> })}
+                                </p>
+                                {p.broker_error.clone().map(|e| view! { <p class="text-red-700">"Could not check the targets on the broker: "{e}</p> })}
+                                <table class="tbl mt-1"><thead><tr><th>"Exchange"</th><th>"Routing key"</th><th>"Messages"</th><th>"Exists"</th><th>"Consumers"</th></tr></thead>
+                                    <tbody>{p.targets.into_iter().map(|t| view! {
+                                        <tr><td class="font-mono text-xs">{if t.exchange.is_empty() { "(default)".to_string() } else { t.exchange }}</td>
+                                        <td class="font-mono text-xs">{t.routing_key}</td><td class="tabular-nums">{t.count}</td>
+                                        <td>{match t.exists { Some(true) => "yes", Some(false) => "NO", None => "?" }}</td>
+                                        <td>{t.queue.map(|q| format!("{} on {q}", t.consumers.map(|c| c.to_string()).unwrap_or_else(|| "?".into())))}</td></tr>
+                                    }).collect_view()}</tbody>
+                                </table>
+                                {p.more_targets.then(|| view! { <p class="muted text-xs">"More targets than shown."</p> })}
+                                {needs.then(|| view! {
+                                    <label class="flex items-center gap-2 mt-2">{format!("Type {count} to confirm this large replay:")}{text(typed, "typed confirmation", "w-28")}</label>
+                                })}
+                                <button class="btn btn-primary mt-2" disabled=move || needs && typed.get().trim() != count.to_string()
+                                    on:click=move |_| {
+                                        create.dispatch(ReplayCreate {
+                                            selection: selection.get_untracked(),
+                                            target: target(),
+                                            options: PlanOptions {
+                                                rate_per_sec: rate.get_untracked(),
+                                                start_in_mins: start_in.get_untracked(),
+                                                ordered: ordered.get_untracked(),
+                                                auto_pause_percent: auto_pause.get_untracked(),
+                                                confirm_count: if needs { typed.get_untracked() } else { count.to_string() },
+                                            },
+                                        });
+                                    }>{format!("Replay {count} messages")}</button>
+                            </div>
+                        }.into_any()
+                    }
+                })}
+                {move || create.value().get().and_then(|r| r.err()).map(|err| view! { <ErrorBox err /> })}
+            </div>
+        </Show>
+    }
+}

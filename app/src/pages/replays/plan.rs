@@ -1,0 +1,86 @@
+//! One replay plan: live progress, its items, and pause / resume / cancel.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+use super::Progress;
+use super::api::{ReplayControl, replay_get};
+use crate::auth::whoami;
+use crate::layout::{ErrorBox, PageTitle};
+use crate::widgets::Pill;
+
+#[component]
+pub fn PlanPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.with(|p| p.get("id").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0));
+    let tick = RwSignal::new(0u32);
+    let control = ServerAction::<ReplayControl>::new();
+    let plan = Resource::new(move || (id(), tick.get(), control.version().get()), |(id, _, _)| replay_get(id));
+    let caller = Resource::new(|| (), |_| whoami());
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(2));
+        on_cleanup(move || {
+            if let Ok(h) = handle {
+                h.clear();
+            }
+        });
+    });
+    view! {
+        <PageTitle title="Replay plan" />
+        <a class="text-sm underline" href="/replays">"← all replays"</a>
+        {move || control.value().get().and_then(|r| r.err()).map(|err| view! { <div class="my-2"><ErrorBox err /></div> })}
+        <Transition fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                match plan.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok((p, items)) => {
+                        let pid = p.id;
+                        let live = matches!(p.status.as_str(), "scheduled" | "running" | "paused");
+                        view! {
+                            <div class="card p-3 my-3 flex flex-wrap items-center gap-4" data-testid="plan">
+                                <span class="text-lg font-semibold">{format!("Plan #{}", p.id)}</span>
+                                <Pill text=p.status.clone() />
+                                <div><Progress p=p.clone() /></div>
+                                <div class="text-sm">
+                                    <div>{p.target.clone()}</div>
+                                    <div class="muted text-xs">{format!("by {} · created {} · starts {} · {}{}", p.created_by, p.created_at, p.start_at,
+                                        p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
+                                        if p.ordered { " · in order" } else { "" })}</div>
+                                    {p.paused_reason.clone().map(|r| view! { <div class="text-amber-700 dark:text-amber-400 text-xs">{r}</div> })}
+                                </div>
+                                {(can_operate && live).then(|| view! {
+                                    <div class="ml-auto flex gap-2">
+                                        {(p.status != "paused").then(|| view! {
+                                            <button class="btn" on:click=move |_| { control.dispatch(ReplayControl { id: pid, action: "pause".into() }); }>"Pause"</button>
+                                        })}
+                                        {(p.status == "paused").then(|| view! {
+                                            <button class="btn" on:click=move |_| { control.dispatch(ReplayControl { id: pid, action: "resume".into() }); }>"Resume"</button>
+                                        })}
+                                        <button class="btn btn-danger" on:click=move |_| { control.dispatch(ReplayControl { id: pid, action: "cancel".into() }); }>"Cancel"</button>
+                                    </div>
+                                })}
+                            </div>
+                            <div class="card overflow-x-auto">
+                                <table class="tbl" data-testid="plan-items">
+                                    <thead><tr><th>"#"</th><th>"Dead letter"</th><th>"To"</th><th>"Status"</th><th>"Error"</th></tr></thead>
+                                    <tbody>
+                                        {items.into_iter().map(|i| view! {
+                                            <tr>
+                                                <td class="tabular-nums">{i.seq}</td>
+                                                <td><a class="underline" href=format!("/dead-letters/{}", i.dead_letter_id)>{format!("#{}", i.dead_letter_id)}</a></td>
+                                                <td class="font-mono text-xs">{format!("{} / {}", i.exchange, i.routing_key)}</td>
+                                                <td><Pill text=i.status /></td>
+                                                <td class="text-xs text-red-700 dark:text-red-300">{i.error}</td>
+                                            </tr>
+                                        }).collect_view()}
+                                    </tbody>
+                                </table>
+                            </div>
+                        }.into_any()
+                    }
+                }
+            })}
+        </Transition>
+    }
+}
