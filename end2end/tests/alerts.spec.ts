@@ -8,22 +8,23 @@ test("an admin fixes a refused field and saves an alert rule; a viewer sees it w
   await signIn(page, "admin");
   await page.goto("/alerts");
   const form = page.getByTestId("rule-form");
-  await form.getByLabel("Name").fill(name);
-  await form.getByLabel("Kind").selectOption("dlq_awaiting");
-  await form.getByLabel("Target").fill("e2e.dlq");
-  await form.getByLabel("Warning at").fill("10");
-  await form.getByLabel("Critical at").fill("100");
-  await form.getByLabel("Recovers at").fill("20"); // not below the warning threshold: refused
-  await form.getByLabel("For (seconds)").fill("0");
+  const field = (label: string) => form.getByLabel(label, { exact: true });
+  await field("Name").fill(name);
+  await field("Kind").selectOption("dlq_awaiting");
+  await field("Target").fill("e2e.dlq");
+  await field("Warning at").fill("10");
+  await field("Critical at").fill("100");
+  await field("Recovers at").fill("20"); // not below the warning threshold: refused
+  await field("For (seconds)").fill("0");
   await form.getByRole("button", { name: "Create rule" }).click();
 
   await expect(form.getByTestId("error-recover_threshold")).toContainText("below the warning threshold");
-  await expect(form.getByLabel("Recovers at")).toHaveAttribute("aria-invalid", "true");
+  await expect(field("Recovers at")).toHaveAttribute("aria-invalid", "true");
   await expect(form.getByTestId("error-name")).toHaveCount(0);
-  await expect(form.getByLabel("Name")).toHaveValue(name); // what was typed is kept
+  await expect(field("Name")).toHaveValue(name); // what was typed is kept
   await shot(page, "alerts-field-error");
 
-  await form.getByLabel("Recovers at").fill("2");
+  await field("Recovers at").fill("2");
   await form.getByRole("button", { name: "Create rule" }).click();
   await expect(page.getByRole("status")).toContainText("saved");
   const row = page.getByTestId("rules-table").getByRole("row").filter({ hasText: name });
@@ -31,7 +32,7 @@ test("an admin fixes a refused field and saves an alert rule; a viewer sees it w
   await expect(row).toContainText("e2e.dlq");
   await expect(row).toContainText("warn 10 · crit 100 · recover ≤ 2");
   await expect(row.locator("b")).toHaveCount(0);
-  await expect(form.getByLabel("Name")).toHaveValue(""); // a fresh form for the next rule
+  await expect(field("Name")).toHaveValue(""); // a fresh form for the next rule
   await shot(page, "alerts-saved");
   expect(sql(`SELECT count(*) FROM revenant.audit_log WHERE action = 'alert_rule.create' AND target = '${name}'`)).toBe("1");
 
