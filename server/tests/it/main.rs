@@ -1,4 +1,5 @@
 //! The real server on port 0 with its own database, driven over HTTP.
 
+mod chaos;
 mod harness;
 mod security;
