@@ -1,6 +1,6 @@
 import { test, expect } from "@playwright/test";
 import { signIn, shot } from "./helpers";
-import { sql } from "./env";
+import { publish, sql } from "./env";
 
 test("an admin fixes a refused field and saves an alert rule; a viewer sees it without the form", async ({ page }) => {
   // Markup in a name must come back as text, never as elements.
@@ -54,4 +54,62 @@ test("an admin fixes a refused field and saves an alert rule; a viewer sees it w
   await expect(page.getByTestId("silence")).toHaveCount(0);
   await expect(page.getByTestId("delete")).toHaveCount(0);
   await shot(page, "alerts-viewer");
+});
+
+test("a firing rule shows its transition and failed webhook attempt; an admin edits, silences and deletes it", async ({ page }) => {
+  const name = `e2e firing ${Date.now()}`;
+  await signIn(page, "admin");
+  await page.goto("/alerts");
+  const form = page.getByTestId("rule-form");
+  const field = (label: string) => form.getByLabel(label, { exact: true });
+  await field("Name").fill(name);
+  await field("Kind").selectOption("dlq_awaiting");
+  await field("Target").fill("e2e.dlq");
+  await field("Warning at").fill("1");
+  await field("Critical at").fill("1000");
+  await field("Recovers at").fill("0");
+  await field("For (seconds)").fill("0");
+  // Nothing listens on port 9: every attempt fails, and the token must never be shown to a viewer.
+  await field("Webhook URL").fill("http://127.0.0.1:9/hook?token=e2e-secret");
+  await form.getByRole("button", { name: "Create rule" }).click();
+  await page.getByRole("status").getByRole("link", { name }).click();
+  await expect(page.getByTestId("rule-name")).toHaveText(name);
+  const id = new URL(page.url()).pathname.split("/").pop();
+
+  await publish("e2e.dlq", JSON.stringify({ tag: name }), { message_id: `alert-${Date.now()}` });
+  await expect(async () => {
+    await page.goto(`/alerts/${id}`);
+    await expect(page.getByTestId("rule-history")).toContainText("firing");
+    await expect(page.getByTestId("rule-deliveries")).toContainText("failed");
+  }).toPass({ timeout: 30_000 });
+  await expect(page.getByTestId("rule-details")).toContainText("127.0.0.1:9");
+  await shot(page, "alerts-rule-firing");
+
+  const edit = page.getByTestId("rule-form");
+  await edit.getByLabel("Critical at", { exact: true }).fill("500");
+  await edit.getByRole("button", { name: "Save changes" }).click();
+  await expect(page.getByRole("status")).toContainText("saved");
+  await expect(page.getByTestId("rule-details")).toContainText("crit 500");
+
+  const silence = page.getByTestId("silence");
+  await silence.getByLabel("Reason").fill("e2e: consumer under maintenance");
+  await silence.getByRole("button", { name: "Silence" }).click();
+  await expect(page.getByRole("status")).toContainText("Rule silenced");
+  await expect(page.getByTestId("rule-details")).toContainText("e2e: consumer under maintenance");
+  await page.getByRole("button", { name: "Unsilence now" }).click();
+  await expect(page.getByRole("status")).toContainText("Rule unsilenced");
+
+  await page.context().clearCookies();
+  await signIn(page, "viewer");
+  await page.goto(`/alerts/${id}`);
+  await expect(page.getByTestId("rule-details")).toContainText("127.0.0.1:9");
+  await expect(page.locator("body")).not.toContainText("e2e-secret");
+
+  await page.context().clearCookies();
+  await signIn(page, "admin");
+  await page.goto(`/alerts/${id}`);
+  await page.getByRole("button", { name: "Delete…" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Delete rule" }).click();
+  await expect(page).toHaveURL(/\/alerts$/);
+  await expect(page.getByTestId("rules-table")).not.toContainText(name);
 });

@@ -61,17 +61,13 @@ pub fn AlertsPage() -> impl IntoView {
                 match options.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(options) => {
-                        // A fresh form after each save: the rule is in the table now.
                         let on_saved = Callback::new(move |(id, name): (i64, String)| {
                             notice.set(Some((id, name)));
                             saved.update(|n| *n += 1);
                         });
                         view! {
                             <div class="mt-4">
-                                {move || {
-                                    saved.track();
-                                    view! { <form::RuleEditor id=None initial=form::blank() options=options.clone() on_saved /> }
-                                }}
+                                <form::RuleEditor id=None initial=form::blank() options on_saved />
                             </div>
                         }.into_any()
                     }

@@ -33,7 +33,7 @@ pub fn TopologyPage() -> impl IntoView {
                         <p class="muted text-xs mb-2" data-testid="topology-source">
                             "vhost "<span class="font-mono">{r.vhost.clone()}</span>
                             {r.rabbitmq_version.clone().map(|v| view! { " · RabbitMQ "{v} })}
-                            " · checked "{r.taken_at.clone()}
+                            {if r.reachable { " · checked " } else { " · tried " }}{r.taken_at.clone()}
                         </p>
                         <report::ReportBody r />
                     }.into_any(),

@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
@@ -66,8 +68,10 @@ async fn wait_until(what: &str, deadline: Duration, mut check: impl AsyncFnMut()
 /// Reads every message on `queue` until `expected` distinct ids arrived; returns id → copies.
 async fn drain_ids(conn: &Connection, queue: &str, expected: usize) -> HashMap<String, usize> {
     let ch = conn.create_channel().await.unwrap();
-    let mut consumer =
-        ch.basic_consume(queue.into(), "chaos".into(), BasicConsumeOptions::default(), FieldTable::default()).await.unwrap();
+    let mut consumer = ch
+        .basic_consume(queue.into(), "chaos".into(), BasicConsumeOptions::default(), FieldTable::default())
+        .await
+        .unwrap();
     let mut seen: HashMap<String, usize> = HashMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.len() < expected {

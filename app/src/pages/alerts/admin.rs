@@ -62,7 +62,7 @@ pub fn SilenceBox(id: i64, silenced: bool, changed: RwSignal<u32>, notice: RwSig
                 <button class="btn self-end" type="submit" disabled=move || !ready.get() || silence.pending().get()>"Silence"</button>
             </ActionForm>
             {silenced.then(|| view! {
-                <button class="btn mt-2" disabled=move || unsilence.pending().get()
+                <button class="btn mt-2" disabled=move || !ready.get() || unsilence.pending().get()
                     on:click=move |_| { unsilence.dispatch(AlertsUnsilence { id }); }>"Unsilence now"</button>
             })}
             {move || silence.value().get().and_then(|r| r.err()).map(|err| view! { <div class="mt-2"><ErrorBox err /></div> })}
@@ -75,6 +75,7 @@ pub fn SilenceBox(id: i64, silenced: bool, changed: RwSignal<u32>, notice: RwSig
 pub fn DeleteBox(id: i64, name: String) -> impl IntoView {
     let delete = ServerAction::<AlertsDelete>::new();
     let confirming = RwSignal::new(false);
+    let ready = hydrated();
     let navigate = use_navigate();
     Effect::new(move |_| {
         if let Some(Ok(())) = delete.value().get() {
@@ -93,7 +94,7 @@ pub fn DeleteBox(id: i64, name: String) -> impl IntoView {
                     </div>
                 }.into_any()
             } else {
-                view! { <button class="btn" on:click=move |_| confirming.set(true)>"Delete…"</button> }.into_any()
+                view! { <button class="btn" disabled=move || !ready.get() on:click=move |_| confirming.set(true)>"Delete…"</button> }.into_any()
             }}
             {move || delete.value().get().and_then(|r| r.err()).map(|err| view! { <div class="mt-2"><ErrorBox err /></div> })}
         </section>

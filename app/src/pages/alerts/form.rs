@@ -4,6 +4,7 @@
 //! The inputs are plain (uncontrolled) form fields read by `ActionForm` on submit, so text
 //! typed before the page hydrates is kept; the submit button is enabled only once hydrated,
 //! because before that a click would post the form natively and the field errors be lost.
+//! (The admin controls' buttons do the same: before hydration a click would do nothing.)
 
 use leptos::prelude::*;
 
@@ -63,12 +64,21 @@ pub fn RuleEditor(
         Some(Ok(Outcome::Invalid(errs))) => errs,
         _ => Vec::new(),
     });
+    let kind = RwSignal::new(initial.kind.clone());
+    let form_ref = NodeRef::<leptos::html::Form>::new();
+    let initial_kind = initial.kind.clone();
     Effect::new(move |_| {
-        if let Some(Ok(Outcome::Saved { id, name })) = save.value().get() {
-            on_saved.run((id, name));
+        if let Some(Ok(Outcome::Saved { id: saved, name })) = save.value().get() {
+            // A created rule is in the table now: back to a blank form (the inputs' defaults).
+            if id.is_none()
+                && let Some(f) = form_ref.get_untracked()
+            {
+                f.reset();
+                kind.set(initial_kind.clone());
+            }
+            on_saved.run((saved, name));
         }
     });
-    let kind = RwSignal::new(initial.kind.clone());
     let kinds = StoredValue::new(options.kinds.clone());
     let kind_info = move || kinds.with_value(|ks| ks.iter().find(|k| k.value == kind.get()).cloned());
     let queues = StoredValue::new(options.queues.clone());
@@ -108,7 +118,7 @@ pub fn RuleEditor(
     view! {
         <section class="card p-3 mb-4 text-sm" data-testid="rule-form" aria-label=title>
             <h2 class="font-semibold mb-2">{title}</h2>
-            <ActionForm action=save attr:class="flex flex-col gap-3">
+            <ActionForm action=save node_ref=form_ref attr:class="flex flex-col gap-3">
                 {id.map(|id| view! { <input type="hidden" name="id" value=id.to_string() /> })}
                 <div class="grid sm:grid-cols-2 lg:grid-cols-4 gap-3">
                     {text("name", "Name", initial.name.clone(), "orders DLQ backlog", "")}

@@ -3,7 +3,8 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use super::api::outbox_detail;
+use super::api::{OutboxAct, outbox_detail};
+use crate::auth::whoami;
 use crate::body_view::Body;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::widgets::Pill;
@@ -19,7 +20,8 @@ pub fn OutboxRowPage() -> impl IntoView {
             query.with(|q| q.get("full").is_some()),
         )
     };
-    let detail = Resource::new(key, |(s, id, full)| outbox_detail(s, id, full));
+    let act = ServerAction::<OutboxAct>::new();
+    let detail = Resource::new(move || (key(), act.version().get()), |((s, id, full), _)| outbox_detail(s, id, full));
     view! {
         <PageTitle title="Outbox row" />
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
@@ -34,6 +36,13 @@ pub fn OutboxRowPage() -> impl IntoView {
                         };
                         view! {
                             <a class="text-sm underline" href=back>"← back to "{d.source.clone()}</a>
+                            {matches!(d.row.status.as_str(), "pending" | "failed").then(|| view! {
+                                <RowActions source=d.source.clone() id=d.row.id.clone() act />
+                            })}
+                            {move || act.value().get().map(|r| match r {
+                                Ok(n) => view! { <p role="status" class="text-sm text-emerald-700 dark:text-emerald-400 my-2">{format!("{n} row changed.")}</p> }.into_any(),
+                                Err(err) => view! { <div class="my-2"><ErrorBox err /></div> }.into_any(),
+                            })}
                             <div class="grid lg:grid-cols-2 gap-4 mt-2">
                                 <div class="card">
                                     <table class="tbl">
@@ -76,6 +85,47 @@ pub fn OutboxRowPage() -> impl IntoView {
                     }
                 }
             })}
+        </Suspense>
+    }
+}
+
+/// Retry now / archive for this one row (operators; the server checks again).
+#[component]
+fn RowActions(source: String, id: String, act: ServerAction<OutboxAct>) -> impl IntoView {
+    let caller = Resource::new(|| (), |_| whoami());
+    let reason = RwSignal::new(String::new());
+    let native = source == "revenant";
+    let (s1, i1) = (source.clone(), id.clone());
+    let retry = move |_| {
+        act.dispatch(OutboxAct { source: s1.clone(), action: "retry".into(), ids: vec![i1.clone()], reason: None });
+    };
+    let archive = move |_| {
+        act.dispatch(OutboxAct {
+            source: source.clone(),
+            action: "archive".into(),
+            ids: vec![id.clone()],
+            reason: Some(reason.get_untracked()),
+        });
+    };
+    view! {
+        <Suspense fallback=|| ()>
+            {move || {
+                let retry = retry.clone();
+                let archive = archive.clone();
+                Suspend::new(async move {
+                    let can = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                    can.then(|| view! {
+                        <div class="card px-3 py-2 my-2 flex flex-wrap gap-2 items-center text-sm" data-testid="row-actions">
+                            <button class="btn btn-primary" on:click=retry>"Retry now"</button>
+                            {native.then(|| view! {
+                                <input class="input w-72" aria-label="archive reason" placeholder="reason (needed to archive)"
+                                    prop:value=move || reason.get() on:input=move |ev| reason.set(event_target_value(&ev)) />
+                                <button class="btn" on:click=archive.clone()>"Archive"</button>
+                            })}
+                        </div>
+                    })
+                })
+            }}
         </Suspense>
     }
 }

@@ -22,7 +22,7 @@ pub fn ReportBody(r: TopologyView) -> impl IntoView {
     view! {
         <p class="mb-3 text-sm flex flex-wrap items-center gap-x-3 gap-y-1" data-testid="topology-summary">
             <span>"Queues by worst check:"</span>
-            <span><b class=("text-red-700", s.fail > 0)>{s.fail}</b>" fail"</span>
+            <span><b class=("text-red-700", s.fail > 0) class=("dark:text-red-400", s.fail > 0)>{s.fail}</b>" fail"</span>
             <span><b>{s.warn}</b>" warn"</span>
             {(s.unknown > 0).then(|| view! { <span><b>{s.unknown}</b>" unknown"</span> })}
             <span><b>{s.pass}</b>" pass"</span>
@@ -30,7 +30,7 @@ pub fn ReportBody(r: TopologyView) -> impl IntoView {
                 <span class="text-red-700 dark:text-red-300 font-medium">{s.failing_critical}" critical failing"</span>
             })}
             <span class="muted">"|"</span>
-            <span>"Node alarms: "<b class=("text-red-700", s.alarms > 0)>{if s.alarms == 0 { "none".to_string() } else { s.alarms.to_string() }}</b></span>
+            <span>"Node alarms: "<b class=("text-red-700", s.alarms > 0) class=("dark:text-red-400", s.alarms > 0)>{if s.alarms == 0 { "none".to_string() } else { s.alarms.to_string() }}</b></span>
         </p>
         <Nodes nodes=r.nodes />
         <Queues queues=r.queues />
@@ -92,7 +92,7 @@ fn Passing(checks: Vec<CheckView>) -> impl IntoView {
         view! {
             <details class="text-xs mt-0.5">
                 <summary class="cursor-pointer muted">{format!("{n} pass")}</summary>
-                <ul class="mt-1 space-y-0.5">
+                <ul class="mt-1 space-y-0.5 whitespace-normal max-w-md">
                     {checks.into_iter().map(|c| view! {
                         <li><span class="font-mono">{c.name}</span>": "{c.reason}</li>
                     }).collect_view()}
@@ -193,10 +193,12 @@ fn QueueRows(q: QueueView) -> impl IntoView {
                 <td class="text-right tabular-nums">{num(q.consumers)}</td>
                 <td class="text-right tabular-nums whitespace-nowrap">{num(q.ready)}" / "{num(q.unacked)}</td>
                 <td class="text-right tabular-nums whitespace-nowrap">{rate(q.publish_rate)}" / "{rate(q.deliver_rate)}</td>
-                <td class="whitespace-nowrap" data-testid="queue-verdict">
-                    {(!no_checks).then(|| view! { <Pill text=worst.clone() /> })}
-                    {counts.map(|c| view! { <span class="ml-1 text-xs">{c}</span> })}
-                    {no_checks.then(|| view! { <span class="text-xs muted">"no checks apply"</span> })}
+                <td data-testid="queue-verdict">
+                    <div class="whitespace-nowrap">
+                        {(!no_checks).then(|| view! { <Pill text=worst.clone() /> })}
+                        {counts.map(|c| view! { <span class="ml-1 text-xs">{c}</span> })}
+                        {no_checks.then(|| view! { <span class="text-xs muted">"no checks apply"</span> })}
+                    </div>
                     <Passing checks=good />
                 </td>
             </tr>

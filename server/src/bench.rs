@@ -1,0 +1,207 @@
+//! `revenant bench …`: speed figures for the relay, the ingester and the outbox lists.
+//!
+//! Policy: speed is measured here and printed as rates, ratios and percentiles for a human
+//! to read (docs/BENCHMARKS.md), never asserted in tests, where a shared machine would make
+//! any threshold flaky. Each bench works in a throwaway database `revenant_bench_<uuid>` on
+//! DATABASE_URL's server and in uniquely named queues on AMQP_URL, and removes both at the
+//! end, also when it fails or is interrupted with Ctrl-C. Set-up failures abort the bench
+//! with a message naming what could not be done.
+
+pub mod ingest;
+pub mod outbox_list;
+pub mod relay;
+
+use std::{future::Future, time::Duration};
+
+use anyhow::Context;
+use clap::Subcommand;
+use engine::settings::Settings;
+use lapin::{
+    Channel,
+    options::{QueueDeclareOptions, QueueDeleteOptions},
+    types::FieldTable,
+};
+use sqlx::{
+    Connection, PgConnection, PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The outbox relay against a hand-written one-row-at-a-time publisher.
+    Relay {
+        /// Events each windowed relay run publishes.
+        #[arg(long, default_value_t = 20_000)]
+        events: u32,
+        /// Confirm windows to run the relay with, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 64, 256])]
+        window: Vec<usize>,
+        /// Events for the one-at-a-time runs (the baseline and window 1), which are slow.
+        #[arg(long, default_value_t = 1_000)]
+        sample: u32,
+    },
+    /// The dead-letter ingester against a consumer that only acks.
+    Ingest {
+        /// Messages (1 KiB, persistent) in each of the two queues.
+        #[arg(long, default_value_t = 20_000)]
+        messages: u32,
+    },
+    /// Outbox list and count queries on a large `outbox` table.
+    OutboxList {
+        /// Rows to generate (10 000 000 is the long run).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: i64,
+        /// Timed runs of each query.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
+}
+
+pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Relay { events, window, sample } => relay::run(settings, events, &window, sample).await,
+        BenchCommand::Ingest { messages } => ingest::run(settings, messages).await,
+        BenchCommand::OutboxList { rows, runs } => outbox_list::run(settings, rows, runs).await,
+    }
+}
+
+/// A throwaway, migrated database; [`Scratch::drop_db`] removes it.
+pub struct Scratch {
+    pub pool: PgPool,
+    pub name: String,
+    admin: PgConnectOptions,
+}
+
+impl Scratch {
+    pub async fn create(database_url: &str) -> anyhow::Result<Scratch> {
+        let admin = engine::db::options(database_url)?;
+        let name = format!("revenant_bench_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect_with(&admin).await.context("cannot connect to DATABASE_URL")?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&mut conn)
+            .await
+            .with_context(|| format!("cannot create the bench database {name} (does the role have CREATEDB?)"))?;
+        let _ = conn.close().await;
+        let pool = PgPoolOptions::new()
+            .max_connections(12)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(admin.clone().database(&name))
+            .await
+            .with_context(|| format!("cannot connect to the bench database {name}"))?;
+        let scratch = Scratch { pool, name, admin };
+        if let Err(e) = engine::db::migrate(&scratch.pool).await {
+            scratch.drop_db().await;
+            return Err(e);
+        }
+        println!("bench database: {}", scratch.name);
+        Ok(scratch)
+    }
+
+    /// Drops the database, forcing out any connection a bench task still holds.
+    pub async fn drop_db(self) {
+        self.pool.close().await;
+        let res = async {
+            let mut conn = PgConnection::connect_with(&self.admin).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
+                .execute(&mut conn)
+                .await?;
+            conn.close().await
+        }
+        .await;
+        if let Err(e) = res {
+            eprintln!("revenant bench: could not drop {} ({e}); drop it by hand", self.name);
+        }
+    }
+}
+
+/// Runs `body`, or stops at Ctrl-C so the caller still cleans up.
+pub async fn interruptible<T>(body: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::select! {
+        r = body => r,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
+    }
+}
+
+/// A durable queue with a unique name: persistent messages in it are written to disk, as
+/// they would be in production.
+pub async fn declare_queue(ch: &Channel, prefix: &str) -> anyhow::Result<String> {
+    let name = format!("{prefix}.{}", uuid::Uuid::new_v4().simple());
+    let opts = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+    ch.queue_declare(name.as_str().into(), opts, FieldTable::default())
+        .await
+        .with_context(|| format!("cannot declare queue {name}"))?;
+    Ok(name)
+}
+
+pub async fn delete_queues(ch: &Channel, queues: &[String]) {
+    for q in queues {
+        if let Err(e) = ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await {
+            eprintln!("revenant bench: could not delete queue {q} ({e}); delete it by hand");
+        }
+    }
+}
+
+/// Ready messages in `queue` (a passive declare, on its own channel since a failure closes it).
+pub async fn ready(conn: &lapin::Connection, queue: &str) -> anyhow::Result<u32> {
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    let opts = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+    let q = ch.queue_declare(queue.into(), opts, FieldTable::default()).await.context("passive declare failed")?;
+    let _ = ch.close(200, "".into()).await;
+    Ok(q.message_count())
+}
+
+/// Polls `done` every 10 ms until it returns true; fails when `progress` has not moved for
+/// `stall`, so a bench that cannot finish says so instead of hanging.
+pub async fn wait_until(
+    what: &str,
+    stall: Duration,
+    mut progress: impl FnMut() -> u64,
+    mut done: impl FnMut(u64) -> bool,
+) -> anyhow::Result<()> {
+    let mut last = progress();
+    let mut moved = tokio::time::Instant::now();
+    loop {
+        let now = progress();
+        if done(now) {
+            return Ok(());
+        }
+        if now != last {
+            last = now;
+            moved = tokio::time::Instant::now();
+        } else if moved.elapsed() > stall {
+            anyhow::bail!("{what}: stuck at {now} for {} s", stall.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Nearest-rank percentile of sorted samples (`p` in 0..=100).
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn per_sec(n: u64, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64().max(1e-9)
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let s: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&s, 50.0), Duration::from_millis(50));
+        assert_eq!(percentile(&s, 99.0), Duration::from_millis(99));
+        assert_eq!(percentile(&s[..1], 99.0), Duration::from_millis(1));
+        assert_eq!(percentile(&[], 50.0), Duration::ZERO);
+    }
+}
