@@ -16,6 +16,8 @@ test("an admin fixes a refused field and saves an alert rule; a viewer sees it w
   await field("Critical at").fill("100");
   await field("Recovers at").fill("20"); // not below the warning threshold: refused
   await field("For (seconds)").fill("0");
+  // Disabled, so later journeys that fill e2e.dlq do not get a firing banner from it.
+  await field("Enabled").uncheck();
   await form.getByRole("button", { name: "Create rule" }).click();
 
   await expect(form.getByTestId("error-recover_threshold")).toContainText("below the warning threshold");
@@ -30,6 +32,7 @@ test("an admin fixes a refused field and saves an alert rule; a viewer sees it w
   const row = page.getByTestId("rules-table").getByRole("row").filter({ hasText: name });
   await expect(row).toHaveCount(1);
   await expect(row).toContainText("e2e.dlq");
+  await expect(row).toContainText("disabled");
   await expect(row).toContainText("warn 10 · crit 100 · recover ≤ 2");
   await expect(row.locator("b")).toHaveCount(0);
   await expect(field("Name")).toHaveValue(""); // a fresh form for the next rule

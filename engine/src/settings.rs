@@ -212,10 +212,8 @@ pub fn load(
         Some(path) if path.exists() => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| SettingsError::File { path: path.display().to_string(), reason: e.to_string() })?;
-            toml::from_str::<RawFile>(&text).map_err(|e| SettingsError::File {
-                path: path.display().to_string(),
-                reason: e.message().to_string(),
-            })?
+            toml::from_str::<RawFile>(&text)
+                .map_err(|e| SettingsError::File { path: path.display().to_string(), reason: toml_reason(&text, &e) })?
         }
         Some(path) if file_required => {
             return Err(SettingsError::File { path: path.display().to_string(), reason: "no such file".into() });
@@ -223,6 +221,18 @@ pub fn load(
         _ => RawFile::default(),
     };
     build(raw, env)
+}
+
+/// One line: the message, and the line of the file it points at (which names the key).
+fn toml_reason(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+            format!("line {line_no} `{line}`: {}", e.message())
+        }
+        None => e.message().to_string(),
+    }
 }
 
 /// Loads from the process environment: `REVENANT_CONFIG` names the file (required when

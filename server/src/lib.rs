@@ -1,6 +1,7 @@
 //! The `revenant` binary's pieces, as a library so integration tests can start the real
 //! router: web console, request security, probes, background roles, CLI commands.
 
+pub mod bench;
 pub mod probes;
 pub mod roles;
 pub mod security;

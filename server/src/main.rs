@@ -53,6 +53,9 @@ enum Command {
     /// Manage local users.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
+    /// Measure the relay, the ingester and the outbox lists in a throwaway database and queues.
+    #[command(subcommand)]
+    Bench(server::bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +98,7 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         Command::Alerts => run_roles(settings, roles::Which { alerts: true, ..Default::default() }).await,
         Command::Replay => run_roles(settings, roles::Which { replay: true, ..Default::default() }).await,
         Command::Demo { reset, rate } => demo(settings, reset, rate).await,
+        Command::Bench(cmd) => server::bench::run(cmd, &settings).await,
         Command::User(cmd) => {
             let pool = engine::db::connect(&settings.database_url, 2).await?;
             engine::db::migrate(&pool).await?;

@@ -373,6 +373,9 @@ pub fn queue_reports(t: &Topology, contracts: &[Contract], watched: &HashSet<Str
         .iter()
         .zip(&roles)
         .map(|(q, &role)| {
+            // A queue Revenant drains is a dead-letter queue even when the broker shows
+            // nothing dead-lettering into it (e.g. an error queue filled by publishers).
+            let role = if role == Role::Work && watched.contains(&q.name) { Role::DeadLetter } else { role };
             let governing = contract::governing(contracts, &t.vhost, &q.name);
             let level = governing.map_or(Level::Standard, |c| c.level);
             let mut checks = Vec::new();

@@ -70,7 +70,9 @@ async fn bench(
     n: u32,
 ) -> anyhow::Result<()> {
     let prefetch = settings.ingest.prefetch;
-    println!("ingest bench: {n} dead letters of {BODY_BYTES} B, persistent, in each of two durable queues; prefetch {prefetch}");
+    println!(
+        "ingest bench: {n} dead letters of {BODY_BYTES} B, persistent, in each of two durable queues; prefetch {prefetch}"
+    );
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let mut filled = Duration::ZERO;
     for q in [raw, dlq] {
@@ -136,7 +138,7 @@ fn dead_letter(run_id: &str, i: u32, now: u64) -> (BasicProperties, Vec<u8>) {
     let mut body = format!(
         r#"{{"order_id":{i},"customer_id":"cust-{}","total_cents":{},"currency":"EUR","note":""#,
         i % 977,
-        (i * 37) % 100_000
+        (u64::from(i) * 37) % 100_000
     );
     body.extend(std::iter::repeat_n('x', BODY_BYTES.saturating_sub(body.len() + 2)));
     body.push_str("\"}");

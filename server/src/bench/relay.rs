@@ -115,7 +115,9 @@ async fn bench(
     }
     let base = per_sec(out[0].events, out[0].took);
     println!();
-    println!("| run | events | s | events/s | vs baseline | confirm p50 | confirm p99 | on queue | lost | duplicates |");
+    println!(
+        "| run | events | s | events/s | vs baseline | confirm p50 | confirm p99 | on queue | lost | duplicates |"
+    );
     println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for o in &out {
         let rate = per_sec(o.events, o.took);
@@ -194,8 +196,7 @@ async fn baseline(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::Result<(D
         let p = message::prepare(&row).map_err(|e| anyhow::anyhow!("a bench row cannot be published: {e}"))?;
         let sent = Instant::now();
         let opts = BasicPublishOptions { mandatory: true, immediate: false };
-        let confirm =
-            ch.basic_publish(p.exchange, p.routing_key, opts, &row.payload, p.properties).await?.await?;
+        let confirm = ch.basic_publish(p.exchange, p.routing_key, opts, &row.payload, p.properties).await?.await?;
         latencies.push(sent.elapsed());
         anyhow::ensure!(matches!(confirm, Confirmation::Ack(None)), "baseline publish not confirmed: {confirm:?}");
         sqlx::query(

@@ -222,3 +222,25 @@ async fn a_relay_survives_a_rabbitmq_restart_without_losing_events() {
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.ok();
     db.drop_db().await;
 }
+
+/// `/readyz` follows RabbitMQ: 503 with the reason while it is stopped, 200 once it is back.
+#[tokio::test]
+#[ignore = "stops RabbitMQ; run alone: cargo test -p server --test it -- --ignored"]
+async fn readyz_turns_503_with_a_reason_while_rabbitmq_is_stopped() {
+    let app = crate::harness::spawn_app().await;
+    let http = reqwest::Client::new();
+    let ready = async || http.get(format!("{}/readyz", app.base)).send().await.unwrap();
+    assert_eq!(ready().await.status(), reqwest::StatusCode::OK);
+    assert!(Command::new("rabbitmqctl").args(["-q", "stop_app"]).status().unwrap().success());
+    let down = ready().await;
+    let status = down.status();
+    let body = down.text().await.unwrap();
+    assert!(Command::new("rabbitmqctl").args(["-q", "start_app"]).status().unwrap().success());
+    assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("RabbitMQ") && body.contains("\"ok\":false"), "{body}");
+    wait_until("readyz back to 200", Duration::from_secs(60), async || {
+        ready().await.status() == reqwest::StatusCode::OK
+    })
+    .await;
+    app.db.drop_db().await;
+}

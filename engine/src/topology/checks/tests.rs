@@ -337,3 +337,13 @@ fn an_unreachable_report_names_every_check_it_could_not_make() {
     assert!(r.not_checked.iter().any(|c| c.starts_with(DEAD_LETTER_WATCHED)));
     assert!(failing_critical(&r).is_empty());
 }
+
+#[test]
+fn a_watched_queue_nothing_dead_letters_into_is_still_treated_as_a_dlq() {
+    let t = topo(vec![queue("errors")], vec![], vec![]);
+    let as_work = queue_reports(&t, &[], &watched(&[]));
+    assert!(as_work[0].checks.iter().any(|c| c.name == DEAD_LETTER_EXCHANGE && c.verdict == Verdict::Fail));
+    let as_dlq = queue_reports(&t, &[], &watched(&["errors"]));
+    assert_eq!(as_dlq[0].role, Role::DeadLetter);
+    assert!(!as_dlq[0].checks.iter().any(|c| c.name == DEAD_LETTER_EXCHANGE));
+}
