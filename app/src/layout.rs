@@ -14,6 +14,7 @@ const NAV: &[(&str, &str)] = &[
     ("/topology", "Topology"),
     ("/alerts", "Alerts"),
     ("/audit", "Audit"),
+    ("/users", "Users"),
 ];
 
 #[component]

@@ -34,6 +34,7 @@ use crate::pages::{
     overview::OverviewPage,
     replays::{ReplaysPage, plan::PlanPage},
     topology::TopologyPage,
+    users::UsersPage,
 };
 
 /// The HTML document around every page; the server renders it per request.
@@ -91,6 +92,7 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("outbox") view=OutboxPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("topology") view=TopologyPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("replays") view=ReplaysPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("users") view=UsersPage ssr=SsrMode::Async />
                     <Route path=(StaticSegment("replays"), ParamSegment("id")) view=PlanPage ssr=SsrMode::Async />
                     <Route path=StaticSegment("dead-letters") view=DeadLettersPage ssr=SsrMode::Async />
                     <Route

@@ -9,3 +9,4 @@ pub mod outbox;
 pub mod overview;
 pub mod replays;
 pub mod topology;
+pub mod users;

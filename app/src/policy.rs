@@ -19,6 +19,8 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("replay/get", "viewer"),
     ("replay/control", "operator"),
     ("dead-letters/story", "viewer"),
+    ("users/list", "admin"),
+    ("users/change", "admin"),
     ("audit/list", "viewer"),
     ("alerts/list", "viewer"),
     ("alerts/get", "viewer"),

@@ -4,10 +4,11 @@
 //! the plan is created; that one transaction writes the plan, its items, the dead letters'
 //! move awaiting → replaying, and the audit entry. A publisher (any instance, under a lease
 //! on the plan) sends each item with publisher confirms, persistent and `mandatory`, as an
-//! exact copy of the dead letter plus `x-revenant-replay-id` / `x-revenant-replayed-by`, and
-//! marks it sent only after its own confirm. A crash re-sends what was not marked
-//! (at-least-once, never lost); a return or nack marks the item failed with the broker's
-//! reason and puts the dead letter back to awaiting.
+//! exact copy of the dead letter (of its latest edit, if edited, plus `x-revenant-edited`)
+//! plus `x-revenant-replay-id` / `x-revenant-replayed-by`, and marks it sent only after its
+//! own confirm. A crash re-sends what was not marked (at-least-once, never lost); a return
+//! or nack marks the item failed with the broker's reason and puts the dead letter back to
+//! awaiting.
 //!
 //! - `model`: what the UI sends and reads (selection, target, plan rows, items).
 //! - `selection`: a selection → the SQL that resolves it, streamed inside PostgreSQL.
@@ -17,9 +18,11 @@
 //! - `broker`: passive checks (exchange exists, queue consumers) on throwaway channels.
 //! - `publisher`, `sender`: the worker role, and one plan's send loop.
 //! - `autopause`, `lineage`, `stats`: the died-again brake, a message's story, counters.
+//! - `edit`: a new version of one dead letter (body, headers) that its replays send instead.
 
 pub mod autopause;
 pub mod broker;
+pub mod edit;
 pub mod items;
 pub mod lineage;
 pub mod model;

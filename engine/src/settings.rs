@@ -113,6 +113,8 @@ pub struct Settings {
     pub contracts: Vec<ContractSetting>,
     /// The RabbitMQ vhost the Topology page checks (default: the one in AMQP_URL).
     pub topology_vhost: String,
+    /// When set, `/metrics` needs `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -133,6 +135,7 @@ struct RawFile {
     management_url: Option<String>,
     public_url: Option<String>,
     topology_vhost: Option<String>,
+    metrics_token: Option<String>,
     #[serde(default)]
     contracts: Vec<ContractSetting>,
     #[serde(default)]
@@ -466,7 +469,9 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     }
     let topology_vhost =
         pick(env, "REVENANT_TOPOLOGY_VHOST", raw.topology_vhost).unwrap_or_else(|| vhost_of(&amqp_url));
+    let metrics_token = pick(env, "REVENANT_METRICS_TOKEN", raw.metrics_token).filter(|t| !t.trim().is_empty());
     Ok(Settings {
+        metrics_token,
         public_url,
         alerts_tick,
         contracts: raw.contracts,

@@ -133,12 +133,32 @@ pub async fn declare_queue(ch: &Channel, prefix: &str) -> anyhow::Result<String>
     Ok(name)
 }
 
-pub async fn delete_queues(ch: &Channel, queues: &[String]) {
-    for q in queues {
-        if let Err(e) = ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await {
-            eprintln!("revenant bench: could not delete queue {q} ({e}); delete it by hand");
+/// Deletes the bench's queues on a connection of its own: the bench's may be the reason it
+/// failed (a broker restart mid-run), and a durable queue would otherwise stay behind.
+pub async fn delete_queues(amqp_url: &str, queues: &[String]) {
+    let mut last = String::new();
+    for attempt in 0..5 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        let res = async {
+            let conn = engine::amqp::connect(amqp_url, "revenant-bench cleanup").await?;
+            let ch = conn.create_channel().await.context("cannot open a channel")?;
+            for q in queues {
+                ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                    .await
+                    .with_context(|| format!("cannot delete queue {q}"))?;
+            }
+            let _ = conn.close(200, "bench cleanup done".into()).await;
+            Ok::<_, anyhow::Error>(())
+        }
+        .await;
+        match res {
+            Ok(()) => return,
+            Err(e) => last = format!("{e:#}"),
         }
     }
+    eprintln!("revenant bench: could not delete queues {queues:?} ({last}); delete them by hand");
 }
 
 /// Ready messages in `queue` (a passive declare, on its own channel since a failure closes it).

@@ -20,8 +20,14 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
     (status, Json(json!({ "ready": ready, "dependencies": [pg, mq] })))
 }
 
-pub async fn metrics(State(state): State<ServerState>) -> axum::response::Response {
+pub async fn metrics(State(state): State<ServerState>, headers: axum::http::HeaderMap) -> axum::response::Response {
     let app = &state.app;
+    if let Some(token) = &app.settings.metrics_token {
+        let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if given != Some(format!("Bearer {token}").as_str()) {
+            return (StatusCode::UNAUTHORIZED, "metrics need the bearer token (metrics_token)\n").into_response();
+        }
+    }
     let input = match engine::metrics::collect(&app.pool, &app.sources).await {
         Ok(i) => i,
         Err(e) => {

@@ -90,7 +90,8 @@ pub async fn pending_left(pool: &PgPool, plan_id: i64) -> sqlx::Result<bool> {
         .await
 }
 
-/// The next pending items after `after_seq`, in seq order, each with its dead letter.
+/// The next pending items after `after_seq`, in seq order, each with its dead letter as it is
+/// to be sent: its latest edit when it was edited.
 pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i64) -> sqlx::Result<Vec<Outgoing>> {
     let rows: Vec<(i64, i64, String, String)> = sqlx::query_as(
         "SELECT seq, dead_letter_id, exchange, routing_key FROM replay_items
@@ -108,6 +109,12 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
             .fetch_all(pool)
             .await?;
     let mut by_id: std::collections::HashMap<i64, DeadLetter> = letters.into_iter().map(|d| (d.id, d)).collect();
+    // An edited message is sent as its latest edit (see `edit`).
+    for e in super::edit::latest_for(pool, &ids).await? {
+        if let Some(dl) = by_id.get_mut(&e.dead_letter_id) {
+            e.apply_to(dl);
+        }
+    }
     Ok(rows
         .into_iter()
         .filter_map(|(seq, id, exchange, routing_key)| {

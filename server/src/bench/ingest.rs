@@ -44,11 +44,11 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
         let res = match declare_queue(&ch, "revenant-bench.dlq").await {
             Ok(dlq) => {
                 let res = interruptible(bench(settings, &db.pool, &conn, &ch, &raw, &dlq, messages)).await;
-                delete_queues(&ch, &[raw, dlq]).await;
+                delete_queues(&settings.amqp_url, &[raw, dlq]).await;
                 res
             }
             Err(e) => {
-                delete_queues(&ch, &[raw]).await;
+                delete_queues(&settings.amqp_url, &[raw]).await;
                 Err(e)
             }
         };

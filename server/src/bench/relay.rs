@@ -58,7 +58,7 @@ pub async fn run(settings: &Settings, events: u32, windows: &[usize], sample: u3
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         let queue = declare_queue(&ch, "revenant-bench.relay").await?;
         let res = interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample)).await;
-        delete_queues(&ch, std::slice::from_ref(&queue)).await;
+        delete_queues(&settings.amqp_url, std::slice::from_ref(&queue)).await;
         let _ = conn.close(200, "bench done".into()).await;
         res
     }

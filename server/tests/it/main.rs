@@ -1,6 +1,8 @@
 //! The real server on port 0 with its own database, driven over HTTP.
 
+mod audit;
 mod chaos;
 mod cli;
 mod harness;
+mod metrics;
 mod security;

@@ -103,9 +103,20 @@ async fn server_functions_refuse_get() {
 async fn pages_send_anonymous_visitors_to_sign_in_and_carry_a_strict_csp() {
     let app = spawn_app().await;
     let anon = app.client(None).await;
-    for page in
-        ["/", "/outbox", "/dead-letters", "/dead-letters/groups", "/audit", "/dead-letters/1", "/outbox/revenant/1"]
-    {
+    for page in [
+        "/",
+        "/outbox",
+        "/dead-letters",
+        "/dead-letters/groups",
+        "/audit",
+        "/dead-letters/1",
+        "/outbox/revenant/1",
+        "/alerts",
+        "/alerts/1",
+        "/replays",
+        "/replays/1",
+        "/topology",
+    ] {
         let resp = anon.get(format!("{}{page}", app.base)).send().await.unwrap();
         assert!(resp.status().is_redirection(), "{page}: {}", resp.status());
         let location = resp.headers().get("location").unwrap().to_str().unwrap().to_string();
