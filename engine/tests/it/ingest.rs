@@ -24,16 +24,16 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 /// A dead-letter exchange, its DLQ, and a work queue that dead-letters into it.
-struct Topology {
+pub(crate) struct Topology {
     conn: Connection,
-    ch: Channel,
+    pub(crate) ch: Channel,
     dlx: String,
-    dlq: String,
-    work: String,
+    pub(crate) dlq: String,
+    pub(crate) work: String,
 }
 
 impl Topology {
-    async fn new(work_args: &[(&str, AMQPValue)]) -> Self {
+    pub(crate) async fn new(work_args: &[(&str, AMQPValue)]) -> Self {
         let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
         let ch = conn.create_channel().await.unwrap();
         ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
@@ -60,7 +60,7 @@ impl Topology {
         Self { conn, ch, dlx, dlq, work }
     }
 
-    async fn publish(&self, queue: &str, body: &[u8], props: BasicProperties) {
+    pub(crate) async fn publish(&self, queue: &str, body: &[u8], props: BasicProperties) {
         self.ch
             .basic_publish("".into(), queue.into(), BasicPublishOptions::default(), body, props)
             .await
@@ -91,7 +91,7 @@ impl Topology {
         n
     }
 
-    async fn delete(self) {
+    pub(crate) async fn delete(self) {
         for q in [&self.work, &self.dlq] {
             let _ = self.ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await;
         }
@@ -100,13 +100,13 @@ impl Topology {
     }
 }
 
-struct Running {
+pub(crate) struct Running {
     token: CancellationToken,
     handle: tokio::task::JoinHandle<anyhow::Result<()>>,
     stats: Arc<IngestStats>,
 }
 
-fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
+pub(crate) fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
     let token = CancellationToken::new();
     let stats = Arc::new(IngestStats::default());
     let cfg = IngestSettings { queues, prefetch: 50 };
@@ -115,7 +115,7 @@ fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
 }
 
 impl Running {
-    async fn stop(self) -> Arc<IngestStats> {
+    pub(crate) async fn stop(self) -> Arc<IngestStats> {
         self.token.cancel();
         tokio::time::timeout(Duration::from_secs(10), self.handle).await.unwrap().unwrap().unwrap();
         self.stats
@@ -127,7 +127,7 @@ async fn count(pool: &PgPool, queue: &str) -> i64 {
 }
 
 /// Waits until `n` dead letters from `queue` are stored.
-async fn wait_for_rows(pool: &PgPool, queue: &str, n: i64) {
+pub(crate) async fn wait_for_rows(pool: &PgPool, queue: &str, n: i64) {
     for _ in 0..300 {
         if count(pool, queue).await >= n {
             return;
