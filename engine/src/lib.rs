@@ -10,6 +10,7 @@ pub mod db;
 pub mod dead_letter;
 pub mod demo;
 pub mod health;
+pub mod host;
 pub mod management;
 pub mod metrics;
 pub mod outbox;

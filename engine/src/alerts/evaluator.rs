@@ -56,7 +56,7 @@ pub async fn run(
 }
 
 async fn heartbeat(pool: &PgPool, instance: Uuid, evaluated: usize, sent: usize, stopped: bool) {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".into());
+    let host = crate::host::name();
     let detail = serde_json::json!({ "evaluated": evaluated, "webhooks_sent": sent, "stopped": stopped });
     let res = sqlx::query(
         "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('alerts', $1, $2, $3)

@@ -222,15 +222,6 @@ async fn handle(
     .await
 }
 
-fn host() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 async fn heartbeat(
     pool: PgPool,
     instance: uuid::Uuid,
@@ -238,7 +229,7 @@ async fn heartbeat(
     stats: Arc<IngestStats>,
     shutdown: CancellationToken,
 ) {
-    let host = host();
+    let host = crate::host::name();
     loop {
         let detail = serde_json::json!({"queues": queues, "counts": stats.snapshot()});
         let res = sqlx::query(

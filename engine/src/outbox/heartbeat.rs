@@ -17,18 +17,9 @@ use super::stats::RelayStats;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// Upserts this relay's `heartbeats` row every few seconds, and once more when stopping.
 pub(crate) async fn run(pool: PgPool, owner: Uuid, window: usize, stats: Arc<RelayStats>, stop: CancellationToken) {
-    let host = hostname();
+    let host = crate::host::name();
     loop {
         let stopping = stop.is_cancelled();
         let detail = serde_json::json!({
