@@ -55,6 +55,19 @@ pub struct AlertSettings {
     pub webhook_max_attempts: i32,
     pub webhook_backoff_base: Duration,
     pub webhook_backoff_max: Duration,
+    /// Where `topology_critical` rules read the broker's topology; None: such rules keep
+    /// their state and log why.
+    pub topology: Option<TopologyProbe>,
+}
+
+/// What a `topology_critical` rule needs to build the Topology page's report.
+#[derive(Debug, Clone)]
+pub struct TopologyProbe {
+    pub management_url: String,
+    pub vhost: String,
+    /// Contracts from the configuration file: (pattern, level).
+    pub config_contracts: Vec<(String, crate::topology::contract::Level)>,
+    pub ingest_queues: Vec<String>,
 }
 
 impl Default for AlertSettings {
@@ -66,6 +79,7 @@ impl Default for AlertSettings {
             webhook_max_attempts: 6,
             webhook_backoff_base: Duration::from_secs(5),
             webhook_backoff_max: Duration::from_secs(300),
+            topology: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod ingest;
 pub mod outbox_list;
 pub mod relay;
+pub mod replay;
 
 use std::{future::Future, time::Duration};
 
@@ -46,6 +47,11 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20_000)]
         messages: u32,
     },
+    /// A replay plan (no rate limit) against raw publishing with confirms.
+    Replay {
+        #[arg(long, default_value_t = 5_000)]
+        messages: u32,
+    },
     /// Outbox list and count queries on a large `outbox` table.
     OutboxList {
         /// Rows to generate (10 000 000 is the long run).
@@ -61,6 +67,7 @@ pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Relay { events, window, sample } => relay::run(settings, events, &window, sample).await,
         BenchCommand::Ingest { messages } => ingest::run(settings, messages).await,
+        BenchCommand::Replay { messages } => replay::run(settings, messages).await,
         BenchCommand::OutboxList { rows, runs } => outbox_list::run(settings, rows, runs).await,
     }
 }

@@ -33,7 +33,22 @@ impl Which {
 }
 
 pub fn alert_settings(s: &Settings) -> engine::alerts::AlertSettings {
-    engine::alerts::AlertSettings { tick: s.alerts_tick, public_url: s.public_url.clone(), ..Default::default() }
+    let topology = s.management_url.clone().map(|management_url| engine::alerts::TopologyProbe {
+        management_url,
+        vhost: s.topology_vhost.clone(),
+        config_contracts: s
+            .contracts
+            .iter()
+            .filter_map(|c| engine::topology::contract::Level::parse(&c.level).map(|l| (c.pattern.clone(), l)))
+            .collect(),
+        ingest_queues: s.ingest.queues.clone(),
+    });
+    engine::alerts::AlertSettings {
+        tick: s.alerts_tick,
+        public_url: s.public_url.clone(),
+        topology,
+        ..Default::default()
+    }
 }
 
 pub fn spawn(

@@ -4,6 +4,7 @@
 pub mod api;
 mod bulk;
 pub mod detail;
+mod edit;
 pub mod groups;
 
 use leptos::prelude::*;
@@ -129,10 +130,13 @@ pub fn DeadLettersPage() -> impl IntoView {
         {move || notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{m}</p> })}
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                let (can_operate, is_admin) = match caller.await {
+                    Ok(Some(c)) => (c.can_operate(), c.is_admin()),
+                    _ => (false, false),
+                };
                 match page.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(p) => view! { <Rows p q=query.get_untracked() can_operate acted notice /> }.into_any(),
+                    Ok(p) => view! { <Rows p q=query.get_untracked() can_operate is_admin acted notice /> }.into_any(),
                 }
             })}
         </Suspense>
@@ -180,6 +184,7 @@ fn Rows(
     p: api::DlPage,
     q: DlQuery,
     can_operate: bool,
+    is_admin: bool,
     acted: RwSignal<u32>,
     notice: RwSignal<Option<String>>,
 ) -> impl IntoView {
@@ -192,8 +197,13 @@ fn Rows(
             let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));
             let q2 = q.clone();
             let matching = Signal::derive(move || SelectionInput::Filter(q2.clone()));
+            let bar = if q.status.as_deref() == Some("archived") {
+                view! { <bulk::RestoreBar q=q.clone() selected acted notice is_admin /> }.into_any()
+            } else {
+                view! { <bulk::ArchiveBar q=q.clone() selected acted notice /> }.into_any()
+            };
             view! {
-                <bulk::ArchiveBar q=q.clone() selected acted notice />
+                {bar}
                 <div class="flex flex-wrap gap-2 mb-3 items-start">
                     <ReplayPanel selection=picked label="Replay selected…" />
                     <ReplayPanel selection=matching label="Replay all matching…" />

@@ -91,7 +91,7 @@ pub async fn evaluate_due(pool: &PgPool, sources: &[Source], cfg: &AlertSettings
             return Ok(done.len());
         };
         let rule: Rule = row.try_into().context("cannot read an alert rule")?;
-        match measure::measure(pool, sources, &rule).await {
+        match measure::measure(pool, sources, cfg.topology.as_ref(), &rule).await {
             Ok(Some(m)) => apply(&mut tx, &rule, m).await.with_context(|| format!("alert rule {}", rule.id))?,
             Ok(None) => tracing::debug!(rule_id = rule.id, "no value yet; state kept"),
             Err(e) => tracing::warn!(rule_id = rule.id, error = %e, "cannot measure the alert rule; state kept"),

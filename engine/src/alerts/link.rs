@@ -24,9 +24,10 @@ pub fn path(kind: RuleKind, target: Option<&str>, group_id: Option<i64>) -> Stri
         RuleKind::OutboxStuck => format!("/outbox?source={t}&bucket=stuck"),
         RuleKind::OutboxFailed => format!("/outbox?source={t}&bucket=failed"),
         RuleKind::NewFailureGroup => match group_id {
-            Some(id) => format!("/dead-letters/groups/{id}"),
+            Some(id) => format!("/dead-letters?group={id}&status=all"),
             None => "/dead-letters/groups".to_string(),
         },
+        RuleKind::TopologyCritical => "/topology".to_string(),
     }
 }
 
@@ -50,7 +51,8 @@ mod tests {
     #[test]
     fn each_kind_links_to_the_page_with_its_cause() {
         assert_eq!(path(RuleKind::OutboxStuck, Some("billing"), None), "/outbox?source=billing&bucket=stuck");
-        assert_eq!(path(RuleKind::NewFailureGroup, None, Some(42)), "/dead-letters/groups/42");
+        assert_eq!(path(RuleKind::NewFailureGroup, None, Some(42)), "/dead-letters?group=42&status=all");
+        assert_eq!(path(RuleKind::TopologyCritical, None, None), "/topology");
         assert_eq!(absolute(Some("https://r.example/"), "/outbox?source=a"), "https://r.example/outbox?source=a");
         assert_eq!(absolute(None, "/x"), "/x");
     }

@@ -20,6 +20,10 @@ pub enum MeasureError {
     UnknownSource(String),
     #[error("the rule has no target")]
     NoTarget,
+    #[error("topology rules need the RabbitMQ management API (management_url)")]
+    NoTopology,
+    #[error("topology: {0}")]
+    Topology(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }
@@ -42,13 +46,19 @@ fn window(rule: &Rule) -> i32 {
     rule.window_mins.unwrap_or(60)
 }
 
-pub async fn measure(own: &PgPool, sources: &[Source], rule: &Rule) -> Result<Option<Measurement>, MeasureError> {
+pub async fn measure(
+    own: &PgPool,
+    sources: &[Source],
+    probe: Option<&super::TopologyProbe>,
+    rule: &Rule,
+) -> Result<Option<Measurement>, MeasureError> {
     let target = || rule.target.as_deref().ok_or(MeasureError::NoTarget);
     let source = || {
         let t = target()?;
         sources::find(sources, t).ok_or_else(|| MeasureError::UnknownSource(t.to_string()))
     };
     match rule.kind {
+        RuleKind::TopologyCritical => topology_failures(own, probe.ok_or(MeasureError::NoTopology)?).await,
         RuleKind::DlqDepth => {
             let ready: Option<i64> =
                 sqlx::query_scalar("SELECT ready FROM queue_samples WHERE queue = $1 ORDER BY at DESC LIMIT 1")
@@ -111,4 +121,20 @@ pub async fn oldest_pending_age(src: &Source) -> Result<Option<f64>, sqlx::Error
     )))
     .fetch_one(&src.pool)
     .await
+}
+
+/// Failing checks on critical queues and node alarms, as the Topology page reports them. An
+/// unreachable management API is "no value" (the rule keeps its state), not zero.
+async fn topology_failures(own: &PgPool, p: &super::TopologyProbe) -> Result<Option<Measurement>, MeasureError> {
+    use crate::topology::{self, contract};
+    let console = contract::list(own, Some(&p.vhost)).await.map_err(|e| MeasureError::Topology(e.to_string()))?;
+    let config =
+        contract::from_config(&p.vhost, &p.config_contracts).map_err(|e| MeasureError::Topology(e.to_string()))?;
+    let contracts = contract::merged(console, config);
+    let watched = topology::watched(own, &p.ingest_queues).await?;
+    let http = topology::http_client().map_err(|e| MeasureError::Topology(e.to_string()))?;
+    match topology::report(&http, &p.management_url, &p.vhost, &contracts, &watched).await {
+        Ok(report) => Ok(Measurement::of(topology::failing_critical(&report).len() as f64)),
+        Err(e) => Err(MeasureError::Topology(e.to_string())),
+    }
 }

@@ -27,6 +27,8 @@ pub enum RuleKind {
     OutboxFailed,
     /// Failure groups first seen in the last `window_mins`, any queue.
     NewFailureGroup,
+    /// Failing reliability checks on critical queues, plus node alarms (Topology page).
+    TopologyCritical,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +38,7 @@ pub enum TargetKind {
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 7] = [
+    pub const ALL: [RuleKind; 8] = [
         RuleKind::DlqDepth,
         RuleKind::DlqAwaiting,
         RuleKind::DlqNew,
@@ -44,6 +46,7 @@ impl RuleKind {
         RuleKind::OutboxStuck,
         RuleKind::OutboxFailed,
         RuleKind::NewFailureGroup,
+        RuleKind::TopologyCritical,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +58,7 @@ impl RuleKind {
             RuleKind::OutboxStuck => "outbox_stuck",
             RuleKind::OutboxFailed => "outbox_failed",
             RuleKind::NewFailureGroup => "new_failure_group",
+            RuleKind::TopologyCritical => "topology_critical",
         }
     }
 
@@ -72,6 +76,7 @@ impl RuleKind {
             RuleKind::OutboxStuck => "stuck outbox rows",
             RuleKind::OutboxFailed => "failed outbox rows",
             RuleKind::NewFailureGroup => "new failure groups",
+            RuleKind::TopologyCritical => "failing checks on critical queues",
         }
     }
 
@@ -79,7 +84,7 @@ impl RuleKind {
         match self {
             RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => Some(TargetKind::Queue),
             RuleKind::OutboxOldestAge | RuleKind::OutboxStuck | RuleKind::OutboxFailed => Some(TargetKind::Source),
-            RuleKind::NewFailureGroup => None,
+            RuleKind::NewFailureGroup | RuleKind::TopologyCritical => None,
         }
     }
 

@@ -86,6 +86,10 @@ async fn bench(src: &Source, rows: i64, runs: usize) -> anyhow::Result<()> {
             "failed, error ~ 'billing' (2 % of failed)".into(),
             Probe::List { filter: Filter { error: Some("billing".into()), ..f(Bucket::Failed) }, after: None },
         ),
+        (
+            "failed, error ~ 'no such text' (matches nothing)".into(),
+            Probe::List { filter: Filter { error: Some("no such text".into()), ..f(Bucket::Failed) }, after: None },
+        ),
         ("published, first page (newest)".into(), Probe::List { filter: f(Bucket::Published), after: None }),
         ("published, mid-table cursor".into(), Probe::List { filter: f(Bucket::Published), after: Some(mid) }),
         ("count pending (capped at 10 000)".into(), Probe::Count(f(Bucket::Pending))),

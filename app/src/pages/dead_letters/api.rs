@@ -104,6 +104,56 @@ pub struct FrozenView {
     pub count: i64,
 }
 
+/// One line of a body diff: `kind` is `same`, `removed`, `added` or `folded`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DiffLineView {
+    pub kind: String,
+    pub text: String,
+}
+
+/// A header an edit added, removed or changed; values as `text (type)`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HeaderChangeView {
+    pub name: String,
+    pub change: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// An edit of a dead letter, and its diff against the original.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EditView {
+    pub id: i64,
+    pub edited_by: String,
+    pub edited_at: String,
+    pub note: Option<String>,
+    pub body_summary: String,
+    pub body_lines: Vec<DiffLineView>,
+    pub headers: Vec<HeaderChangeView>,
+}
+
+/// What the editor starts from (what a replay would send now), and the latest edit.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EditsView {
+    pub latest: Option<EditView>,
+    /// The body as text, when it is UTF-8 and small enough to edit in the browser.
+    pub body: Option<String>,
+    /// Why the body cannot be edited here, when it cannot.
+    pub body_note: Option<String>,
+    /// The headers as plain JSON `{name: value}`, pretty-printed.
+    pub headers: String,
+    /// Why the message cannot be edited now, when it cannot.
+    pub locked: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PurgeCountView {
+    pub count: i64,
+    /// The count as shown ("100000+" when capped).
+    pub text: String,
+    pub days: i64,
+}
+
 #[cfg(feature = "ssr")]
 #[path = "api_server.rs"]
 mod server;
@@ -159,6 +209,44 @@ pub async fn dl_execute_archive(selection_id: String) -> Result<u64, AppError> {
     let ip = crate::guard::client_ip();
     let actor = engine::audit::Actor { principal: &principal, ip: ip.as_deref() };
     engine::triage::execute_archive(&state.pool, id, &actor).await.map_err(server::triage_error)
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/edits")]
+pub async fn dl_edits(id: i64) -> Result<EditsView, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::edits(id).await
+}
+
+/// Saves a new version of one dead letter; `body` None keeps the current body (binary ones).
+#[server(prefix = "/api", endpoint = "dead-letters/edit")]
+pub async fn dl_edit(id: i64, body: Option<String>, headers: String, note: String) -> Result<EditView, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Operator)?;
+    server::save_edit(&principal, id, body, &headers, &note).await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/restore")]
+pub async fn dl_restore(ids: Vec<i64>) -> Result<u64, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Operator)?;
+    let state = crate::state::app_state()?;
+    let ip = crate::guard::client_ip();
+    let actor = engine::audit::Actor { principal: &principal, ip: ip.as_deref() };
+    engine::triage::restore_ids(&state.pool, &ids, &actor).await.map_err(server::triage_error)
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/purge-count")]
+pub async fn dl_purge_count(q: DlQuery, older_than_days: String) -> Result<PurgeCountView, AppError> {
+    crate::guard::require(engine::auth::Role::Admin)?;
+    server::purge_count(&q, &older_than_days).await
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/purge")]
+pub async fn dl_purge(q: DlQuery, older_than_days: String) -> Result<u64, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    let (f, days) = (server::filter(&q)?, server::days(&older_than_days)?);
+    let ip = crate::guard::client_ip();
+    let actor = engine::audit::Actor { principal: &principal, ip: ip.as_deref() };
+    engine::triage::purge_archived(&state.pool, days, &f, &actor).await.map_err(server::triage_error)
 }
 
 /// The engine filter for a page query (validated), for other pages' server functions.

@@ -2,6 +2,7 @@
 
 use chrono::Utc;
 use engine::dead_letter::{headers, store, x_death};
+use engine::replay::edit::{self, EditError, diff};
 use serde_json::Value;
 
 use super::*;
@@ -241,4 +242,138 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         group_id: d.group_id,
         replay_of: d.replay_of,
     })
+}
+
+/// Bodies larger than this are not sent to the browser for editing.
+const EDITABLE_BYTES: usize = 1024 * 1024;
+
+fn edit_error(e: EditError) -> AppError {
+    match e {
+        EditError::NotFound(id) => AppError::NotFound(format!("no dead letter #{id}")),
+        EditError::Invalid(m) => AppError::Invalid(m),
+        EditError::Conflict(m) => AppError::Conflict(m),
+        EditError::Db(e) => AppError::from(e),
+    }
+}
+
+/// A typed header value as `text (type)`.
+fn typed_text(v: &Option<Value>) -> Option<String> {
+    v.as_ref().map(|t| {
+        let kind = t.get("t").and_then(Value::as_str).unwrap_or("?");
+        match edit::to_plain(t) {
+            Value::String(s) => format!("{s} ({kind})"),
+            other => format!("{other} ({kind})"),
+        }
+    })
+}
+
+fn edit_view(original: &store::DeadLetter, e: edit::Edit) -> EditView {
+    let d = diff::diff(&original.body, original.headers.as_ref(), &e.body, e.headers.as_ref());
+    let kind = |k: diff::LineKind| match k {
+        diff::LineKind::Same => "same",
+        diff::LineKind::Removed => "removed",
+        diff::LineKind::Added => "added",
+        diff::LineKind::Folded => "folded",
+    };
+    EditView {
+        id: e.id,
+        edited_by: e.edited_by,
+        edited_at: crate::format::time(e.edited_at),
+        note: e.note,
+        body_summary: d.body.summary(),
+        body_lines: match d.body {
+            diff::BodyDiff::Text(lines) => {
+                lines.into_iter().map(|l| DiffLineView { kind: kind(l.kind).to_string(), text: l.text }).collect()
+            }
+            _ => vec![],
+        },
+        headers: d
+            .headers
+            .into_iter()
+            .map(|c| HeaderChangeView {
+                change: match c.change {
+                    diff::Change::Added => "added",
+                    diff::Change::Removed => "removed",
+                    diff::Change::Changed => "changed",
+                }
+                .to_string(),
+                before: typed_text(&c.before),
+                after: typed_text(&c.after),
+                name: c.name,
+            })
+            .collect(),
+    }
+}
+
+async fn original(pool: &sqlx::PgPool, id: i64) -> Result<store::DeadLetter, AppError> {
+    store::get(pool, id).await.map_err(|e| match e {
+        store::StoreError::NotFound(_) => AppError::NotFound(format!("no dead letter #{id}")),
+        other => AppError::internal(other),
+    })
+}
+
+pub async fn edits(id: i64) -> Result<EditsView, AppError> {
+    let state = crate::state::app_state()?;
+    let d = original(&state.pool, id).await?;
+    let cur = edit::current(&state.pool, id).await.map_err(edit_error)?;
+    let latest = edit::latest_edit(&state.pool, id).await?.map(|e| edit_view(&d, e));
+    let size = cur.body.len();
+    let (body, body_note) = if size > EDITABLE_BYTES {
+        (None, Some(format!("The body is {size} bytes, too large to edit in the browser (1 MiB at most).")))
+    } else {
+        match String::from_utf8(cur.body) {
+            Ok(text) => (Some(text), None),
+            Err(_) => (None, Some("The body is binary (not UTF-8), so it cannot be edited here.".to_string())),
+        }
+    };
+    let plain = edit::table_to_plain(cur.headers.as_ref());
+    Ok(EditsView {
+        latest,
+        body,
+        body_note,
+        headers: serde_json::to_string_pretty(&plain).map_err(AppError::internal)?,
+        locked: (cur.status == "replaying").then(|| {
+            "This message is being replayed: edit it once that replay has finished or been cancelled.".to_string()
+        }),
+    })
+}
+
+pub async fn save_edit(
+    who: &engine::auth::Principal,
+    id: i64,
+    body: Option<String>,
+    headers_json: &str,
+    note: &str,
+) -> Result<EditView, AppError> {
+    let state = crate::state::app_state()?;
+    let plain: Value = serde_json::from_str(headers_json)
+        .map_err(|e| AppError::Invalid(format!("the headers are not valid JSON: {e}")))?;
+    let cur = edit::current(&state.pool, id).await.map_err(edit_error)?;
+    let body = match body {
+        None => cur.body,
+        // A textarea turns CRLF into LF: a body sent back untouched stays byte for byte.
+        Some(text) => match std::str::from_utf8(&cur.body) {
+            Ok(was) if was.replace("\r\n", "\n") == text => cur.body,
+            _ => text.into_bytes(),
+        },
+    };
+    let ip = crate::guard::client_ip();
+    let e = edit::save_edit(&state.pool, who, ip.as_deref(), id, body, plain, Some(note)).await.map_err(edit_error)?;
+    let d = original(&state.pool, id).await?;
+    Ok(edit_view(&d, e))
+}
+
+/// A retention in days, as the page sends it.
+pub fn days(v: &str) -> Result<i64, AppError> {
+    let max = engine::triage::PURGE_MAX_DAYS;
+    v.trim().parse::<i64>().ok().filter(|d| (1..=max).contains(d)).ok_or_else(|| {
+        AppError::Invalid(format!("older than: `{}` is not a number of days between 1 and {max}", v.trim()))
+    })
+}
+
+pub async fn purge_count(q: &DlQuery, older_than_days: &str) -> Result<PurgeCountView, AppError> {
+    let state = crate::state::app_state()?;
+    let (f, days) = (filter(q)?, days(older_than_days)?);
+    let (n, capped) = engine::triage::purge_count(&state.pool, days, &f, 100_000).await.map_err(triage_error)?;
+    Ok(PurgeCountView { count: n, text: crate::format::count(n, capped), days })
 }

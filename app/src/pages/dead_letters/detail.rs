@@ -1,9 +1,11 @@
-//! One dead letter: every property and header, its x-death history, and its body.
+//! One dead letter: every property and header, its x-death history, its body, and its
+//! edits before replay.
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::api::dl_detail;
+use super::edit::EditPanel;
 use crate::auth::whoami;
 use crate::body_view::Body;
 use crate::layout::{ErrorBox, PageTitle};
@@ -73,6 +75,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                             </div>
                             <div class="flex flex-col gap-4">
                                 <ReplayThis id=d.id replayable=matches!(d.status.as_str(), "awaiting" | "replayed" | "archived") />
+                                <EditPanel id=d.id />
                                 <div class="card">
                                     <h2 class="text-sm font-semibold px-2 pt-2">"Story"</h2>
                                     <Suspense fallback=|| ()>
