@@ -39,6 +39,7 @@ fn cfg() -> AlertSettings {
         webhook_max_attempts: 4,
         webhook_backoff_base: Duration::from_millis(20),
         webhook_backoff_max: Duration::from_millis(50),
+        topology: None,
     }
 }
 

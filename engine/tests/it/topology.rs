@@ -320,3 +320,39 @@ async fn contracts_set_from_the_console_are_audited_and_decide_the_level() {
     drop(conn);
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchange() {
+    use engine::alerts::{self, AlertSettings, TopologyProbe};
+    let db = engine::testing::fresh_db().await;
+    let v = Vhost::new().await;
+    v.queue("payments", true, &[]).await;
+    v.until(&[], &[], "payments", |q| verdict(q, DEAD_LETTER_EXCHANGE).is_some()).await;
+    sqlx::query(
+        "INSERT INTO alert_rules (name, kind, warn_threshold, crit_threshold, recover_threshold, created_by)
+         VALUES ('critical queues', 'topology_critical', 1, 1, 0, 'test')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let probe = |pattern: &str| TopologyProbe {
+        management_url: management_url(),
+        vhost: v.name.clone(),
+        config_contracts: vec![(pattern.to_string(), Level::Critical)],
+        ingest_queues: vec![],
+    };
+    let state = |pool: sqlx::PgPool| async move {
+        sqlx::query_scalar::<_, String>("SELECT state FROM alert_state").fetch_optional(&pool).await.unwrap()
+    };
+    // Not critical: nothing fails on a critical queue, the rule stays ok.
+    let cfg = AlertSettings { topology: Some(probe("nothing-matches")), ..Default::default() };
+    alerts::evaluator::evaluate_due(&db.pool, &[], &cfg).await.unwrap();
+    assert_eq!(state(db.pool.clone()).await.as_deref(), Some("ok"));
+    // Critical without a dead-letter exchange: it fires.
+    sqlx::query("UPDATE alert_rules SET next_eval_at = now()").execute(&db.pool).await.unwrap();
+    let cfg = AlertSettings { topology: Some(probe("payments")), ..Default::default() };
+    alerts::evaluator::evaluate_due(&db.pool, &[], &cfg).await.unwrap();
+    assert_eq!(state(db.pool.clone()).await.as_deref(), Some("firing"));
+    v.delete().await;
+    db.drop_db().await;
+}
