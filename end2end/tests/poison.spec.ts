@@ -14,6 +14,13 @@ test("a poison message is archived with a reason, then found under Archived by i
     await expect(page.getByTestId("dl-count")).toContainText("1 messages");
   }).toPass({ timeout: 30_000 });
   await shot(page, "poison-found");
+  // Narrow by reason with the form: published straight to the DLQ, so no x-death ("none").
+  await page.getByLabel("Reason").selectOption("rejected");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await expect(page.getByTestId("dl-count")).toContainText("0 messages");
+  await page.getByLabel("Reason").selectOption("none");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await expect(page.getByTestId("dl-count")).toContainText("1 messages");
 
   await page.getByRole("checkbox", { name: "select message" }).check();
   await page.getByLabel("archive reason").fill("renamed field orderId: will fail again until v2 consumer ships");
