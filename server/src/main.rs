@@ -123,6 +123,7 @@ async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> 
         return Ok(());
     }
     println!("demo DLQs (set REVENANT_INGEST_QUEUES to ingest them): {}", engine::demo::DEMO_DLQS.join(","));
+    seed_demo_rules(&pool).await;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {
@@ -130,6 +131,35 @@ async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> 
         stop.cancel();
     });
     engine::demo::run(pool, settings.amqp_url.clone(), rate, shutdown).await
+}
+
+/// Two alert rules so the demo's outages page someone; kept if they already exist.
+async fn seed_demo_rules(pool: &sqlx::PgPool) {
+    let rules = [
+        ("demo: shipping DLQ backlog", "dlq_awaiting", "demo.shipping.dlq", "25", "100", "10", "", "0"),
+        ("demo: new dead letters in orders.created", "dlq_new", "demo.orders.created.dlq", "5", "20", "2", "5", "30"),
+    ];
+    let actor = engine::audit::cli_principal();
+    for (name, kind, target, warn, crit, recover, window, for_secs) in rules {
+        let input = engine::alerts::RuleInput {
+            name: name.into(),
+            kind: kind.into(),
+            target: target.into(),
+            warn_threshold: warn.into(),
+            crit_threshold: crit.into(),
+            recover_threshold: recover.into(),
+            for_secs: for_secs.into(),
+            window_mins: window.into(),
+            webhook_url: String::new(),
+            webhook_format: String::new(),
+            enabled: true,
+        };
+        match engine::alerts::create(pool, &actor, &engine::auth::ClientIp(None), &input).await {
+            Ok(_) => println!("demo alert rule added: {name}"),
+            Err(engine::alerts::RuleError::Conflict(_)) => {}
+            Err(e) => eprintln!("demo alert rule {name} not added: {e}"),
+        }
+    }
 }
 
 async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()> {
