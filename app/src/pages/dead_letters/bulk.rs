@@ -128,10 +128,12 @@ pub fn RestoreBar(
                     <div role="dialog" class="card border-red-400 px-3 py-2 mb-3 text-sm flex flex-wrap items-center gap-3" data-testid="confirm-purge">
                         <span>"This will permanently delete "<b data-testid="purge-count">{c.text.clone()}</b>
                             {format!(" archived messages ingested more than {} days ago that match the filter, with their replay items and edits. This cannot be undone.", c.days)}</span>
-                        <button class="btn btn-danger" on:click=move |_| {
-                            purge.dispatch(DlPurge { q: q.clone(), older_than_days: days.clone() });
-                        }>"Delete permanently"</button>
-                        <button class="btn" on:click=move |_| count.value().set(None)>"Cancel"</button>
+                        <span class="flex gap-2 whitespace-nowrap">
+                            <button class="btn btn-danger" on:click=move |_| {
+                                purge.dispatch(DlPurge { q: q.clone(), older_than_days: days.clone() });
+                            }>"Delete permanently"</button>
+                            <button class="btn" on:click=move |_| count.value().set(None)>"Cancel"</button>
+                        </span>
                     </div>
                 }.into_any()
             }
