@@ -22,6 +22,6 @@ COPY --from=build /src/target/site /app/target/site
 USER revenant
 ENV REVENANT_BIND=0.0.0.0:3000 REVENANT_SITE_ROOT=/app/target/site REVENANT_LOG_FORMAT=json
 EXPOSE 3000
-HEALTHCHECK CMD ["/bin/sh", "-c", "exec 3<>/dev/tcp/127.0.0.1/3000"]
+HEALTHCHECK CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/3000"]
 ENTRYPOINT ["revenant"]
 CMD ["serve"]
