@@ -15,10 +15,10 @@ test("a poison message is archived with a reason, then found under Archived by i
   }).toPass({ timeout: 30_000 });
   await shot(page, "poison-found");
   // Narrow by reason with the form: published straight to the DLQ, so no x-death ("none").
-  await page.getByLabel("Reason").selectOption("rejected");
+  await page.locator('select[name="reason"]').selectOption("rejected");
   await page.getByRole("button", { name: "Filter" }).click();
   await expect(page.getByTestId("dl-count")).toContainText("0 messages");
-  await page.getByLabel("Reason").selectOption("none");
+  await page.locator('select[name="reason"]').selectOption("none");
   await page.getByRole("button", { name: "Filter" }).click();
   await expect(page.getByTestId("dl-count")).toContainText("1 messages");
 
