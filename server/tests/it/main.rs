@@ -5,4 +5,5 @@ mod chaos;
 mod cli;
 mod harness;
 mod metrics;
+mod pages;
 mod security;
