@@ -39,6 +39,7 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("outbox/execute", "operator"),
     ("dead-letters/queues", "viewer"),
     ("dead-letters/list", "viewer"),
+    ("dead-letters/discovered", "viewer"),
     ("dead-letters/groups", "viewer"),
     ("dead-letters/detail", "viewer"),
     ("dead-letters/archive", "operator"),

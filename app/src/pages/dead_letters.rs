@@ -15,7 +15,7 @@ use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
 use crate::widgets::{Pill, Tabs, query_string};
-use api::{DlQuery, dl_list, dl_queues};
+use api::{DlQuery, dl_discovered, dl_list, dl_queues};
 
 fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
     DlQuery {
@@ -104,6 +104,7 @@ pub fn DeadLettersPage() -> impl IntoView {
     let queues = Resource::new(move || acted.get(), |_| dl_queues());
     let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| dl_list(q, a));
     let caller = Resource::new(|| (), |_| whoami());
+    let discovered = Resource::new(|| (), |_| dl_discovered());
     // Outside the list's Suspense, so it survives the refetch an action causes.
     let notice = RwSignal::new(None::<String>);
     view! {
@@ -114,6 +115,18 @@ pub fn DeadLettersPage() -> impl IntoView {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(list) => view! { <QueueCards list /> }.into_any(),
                 }
+            })}
+        </Suspense>
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let found = discovered.await.unwrap_or_default();
+                (!found.is_empty()).then(|| view! {
+                    <p class="text-sm mb-3 text-amber-800 dark:text-amber-300" data-testid="discovered">
+                        "Dead-letter queues on the broker that Revenant does not ingest: "
+                        <span class="font-mono">{found.join(", ")}</span>
+                        " — add them to ingest.queues (REVENANT_INGEST_QUEUES) so nothing in them goes unseen."
+                    </p>
+                })
             })}
         </Suspense>
         {move || {

@@ -164,6 +164,25 @@ pub async fn dl_queues() -> Result<Vec<QueueView>, AppError> {
     server::queues().await
 }
 
+/// Dead-letter queues the broker has (queues another queue dead-letters into) that Revenant
+/// does not ingest; empty when the management API is off or unreachable.
+#[server(prefix = "/api", endpoint = "dead-letters/discovered")]
+pub async fn dl_discovered() -> Result<Vec<String>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let Some(url) = state.settings.management_url.as_deref() else { return Ok(Vec::new()) };
+    let http = engine::topology::http_client().map_err(AppError::internal)?;
+    let watched: std::collections::HashSet<String> = state.settings.ingest.queues.iter().cloned().collect();
+    let report =
+        engine::topology::report_or_unreachable(&http, url, &state.settings.topology_vhost, &[], &watched).await;
+    Ok(report
+        .queues
+        .into_iter()
+        .filter(|q| q.role == engine::topology::dead_lettering::Role::DeadLetter && !watched.contains(&q.queue))
+        .map(|q| q.queue)
+        .collect())
+}
+
 #[server(prefix = "/api", endpoint = "dead-letters/list")]
 pub async fn dl_list(q: DlQuery, after: Option<String>) -> Result<DlPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
