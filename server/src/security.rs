@@ -104,7 +104,7 @@ pub async fn authenticate(
                 );
             }
         }
-        return next.run(req).await;
+        return with_error_status(next.run(req).await).await;
     }
     let public = PUBLIC_PREFIXES.iter().any(|p| path == *p || path.starts_with(p));
     if !public && principal.is_none() && is_safe(req.method()) {
@@ -112,6 +112,25 @@ pub async fn authenticate(
         return Redirect::to(&format!("/login?next={}", app::pages::audit::urlencode(target))).into_response();
     }
     next.run(req).await
+}
+
+/// Leptos answers every server-function error with 500; give the caller the status the error
+/// means (400 invalid, 404, 409, 403, 503…) so clients and logs can tell them apart. `Internal`
+/// stays 500.
+async fn with_error_status(resp: Response) -> Response {
+    if resp.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response();
+    };
+    if let Ok(err) = serde_json::from_slice::<app::error::AppError>(&bytes) {
+        if let Ok(status) = StatusCode::from_u16(err.status()) {
+            parts.status = status;
+        }
+    }
+    Response::from_parts(parts, Body::from(bytes))
 }
 
 pub async fn headers(req: Request<Body>, next: Next) -> Response {

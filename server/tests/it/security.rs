@@ -139,3 +139,19 @@ async fn an_unknown_api_path_is_refused() {
     assert_eq!(app.post(&admin, "/api/no/such/function", Some(&app.base)).await, StatusCode::NOT_FOUND);
     app.db.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_refused_server_function_answers_with_the_status_its_error_means() {
+    let app = spawn_app().await;
+    let client = app.client(None).await;
+    let resp = client
+        .post(format!("{}/api/login", app.base))
+        .header("origin", &app.base)
+        .form(&[("username", "viewer"), ("password", "wrong password")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert!(resp.text().await.unwrap().contains("wrong user name or password"));
+    app.db.drop_db().await;
+}
