@@ -42,3 +42,13 @@ export async function publish(queue: string, body: string | Buffer, properties: 
 export function startRelay(): ChildProcess {
   return spawn(BIN, ["relay"], { env: ENV, stdio: "ignore" });
 }
+
+/** Takes up to `count` messages off a queue of the journeys' vhost (through the management API). */
+export async function take(queue: string, count = 200): Promise<Array<{ payload: string; properties: any }>> {
+  const resp = await fetch(`http://127.0.0.1:15672/api/queues/${VHOST}/${queue}/get`, {
+    method: "POST",
+    headers: { authorization: auth, "content-type": "application/json" },
+    body: JSON.stringify({ count, ackmode: "ack_requeue_false", encoding: "auto" }),
+  });
+  return await resp.json();
+}
