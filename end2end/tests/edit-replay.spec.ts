@@ -31,6 +31,9 @@ test("edit a poison message's body, see the diff, replay the edit to a fixed que
   await panel.getByRole("button", { name: "Preview" }).click();
   await panel.getByRole("button", { name: "Replay 1 messages" }).click();
   await expect(page.getByTestId("plan")).toContainText("done", { timeout: 30_000 });
+  await page.goBack();
+  await expect(page.getByTestId("story")).toContainText("edit #");
+  await expect(page.getByTestId("story")).toContainText("rename order_id to orderId");
   // The original is kept as received; the edit is its own row; one audit entry for the edit.
   const original = sql(`SELECT convert_from(body, 'UTF8') FROM revenant.dead_letters WHERE message_id = '${tag}'`);
   expect(original).toContain(`"order_id": 77`);

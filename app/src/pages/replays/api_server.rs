@@ -173,41 +173,53 @@ pub async fn control(who: &Principal, id: i64, action: &str) -> Result<PlanView,
 pub async fn story(id: i64) -> Result<Vec<StoryView>, AppError> {
     let state = crate::state::app_state()?;
     let events = replay::lineage::story(&state.pool, id).await.map_err(replay_error)?;
-    Ok(events
+    // Edits are part of the story too: who changed what before a replay.
+    let edits: Vec<(i64, chrono::DateTime<chrono::Utc>, String, Option<String>)> = sqlx::query_as(
+        "SELECT id, edited_at, edited_by, note FROM dead_letter_edits WHERE dead_letter_id = $1 ORDER BY id",
+    )
+    .bind(id)
+    .fetch_all(&state.pool)
+    .await?;
+    let mut out: Vec<(chrono::DateTime<chrono::Utc>, StoryView)> = edits
         .into_iter()
-        .map(|e| {
-            let (kind, text) = match e.event {
-                Event::DeadLettered { queue, reason, error_type, error_message, death_count, replay_of } => (
-                    "dead-lettered",
-                    format!(
-                        "dead-lettered into {queue} ({reason}, {death_count} deaths){}{}",
-                        error_type.map(|t| format!(": {t}")).unwrap_or_default(),
-                        match (error_message, replay_of) {
-                            (m, Some(r)) => format!(
-                                "{} — died again after replay of #{r}",
-                                m.map(|m| format!(" {m}")).unwrap_or_default()
-                            ),
-                            (Some(m), None) => format!(" {m}"),
-                            (None, None) => String::new(),
-                        }
-                    ),
-                ),
-                Event::ReplayPlanned { plan_id, by, exchange, routing_key } => {
-                    ("planned", format!("put in replay plan #{plan_id} by {by} → `{exchange}` / `{routing_key}`"))
-                }
-                Event::Replayed { plan_id, by, exchange, routing_key } => (
-                    "replayed",
-                    format!("replayed by {by} (plan #{plan_id}) to `{exchange}` / `{routing_key}`, confirmed"),
-                ),
-                Event::ReplayFailed { plan_id, by, error } => (
-                    "failed",
-                    format!("replay by {by} (plan #{plan_id}) failed: {}", error.unwrap_or_else(|| "no reason".into())),
-                ),
-                Event::ReplayCancelled { plan_id, by } => {
-                    ("cancelled", format!("plan #{plan_id} by {by} cancelled before sending"))
-                }
-            };
-            StoryView { at: crate::format::time(e.at), dead_letter_id: e.dead_letter_id, kind: kind.into(), text }
+        .map(|(edit, at, by, note)| {
+            let text = format!("edit #{edit} by {by}{}", note.map(|n| format!(": {n}")).unwrap_or_default());
+            (at, StoryView { at: crate::format::time(at), dead_letter_id: id, kind: "edited".into(), text })
         })
-        .collect())
+        .collect();
+    out.extend(events.into_iter().map(|e| {
+        let (kind, text) = match e.event {
+            Event::DeadLettered { queue, reason, error_type, error_message, death_count, replay_of } => (
+                "dead-lettered",
+                format!(
+                    "dead-lettered into {queue} ({reason}, {death_count} deaths){}{}",
+                    error_type.map(|t| format!(": {t}")).unwrap_or_default(),
+                    match (error_message, replay_of) {
+                        (m, Some(r)) => format!(
+                            "{} — died again after replay of #{r}",
+                            m.map(|m| format!(" {m}")).unwrap_or_default()
+                        ),
+                        (Some(m), None) => format!(" {m}"),
+                        (None, None) => String::new(),
+                    }
+                ),
+            ),
+            Event::ReplayPlanned { plan_id, by, exchange, routing_key } => {
+                ("planned", format!("put in replay plan #{plan_id} by {by} → `{exchange}` / `{routing_key}`"))
+            }
+            Event::Replayed { plan_id, by, exchange, routing_key } => {
+                ("replayed", format!("replayed by {by} (plan #{plan_id}) to `{exchange}` / `{routing_key}`, confirmed"))
+            }
+            Event::ReplayFailed { plan_id, by, error } => (
+                "failed",
+                format!("replay by {by} (plan #{plan_id}) failed: {}", error.unwrap_or_else(|| "no reason".into())),
+            ),
+            Event::ReplayCancelled { plan_id, by } => {
+                ("cancelled", format!("plan #{plan_id} by {by} cancelled before sending"))
+            }
+        };
+        (e.at, StoryView { at: crate::format::time(e.at), dead_letter_id: e.dead_letter_id, kind: kind.into(), text })
+    }));
+    out.sort_by_key(|(at, _)| *at);
+    Ok(out.into_iter().map(|(_, v)| v).collect())
 }
