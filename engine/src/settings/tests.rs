@@ -1,0 +1,79 @@
+//! Unit tests of the parent module.
+use super::*;
+use std::collections::HashMap;
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    move |k| m.get(k).cloned()
+}
+
+const BASE: &[(&str, &str)] = &[("DATABASE_URL", "postgres://localhost/x"), ("AMQP_URL", "amqp://localhost")];
+
+#[test]
+fn defaults_apply_when_only_urls_are_given() {
+    let s = build(RawFile::default(), &env_of(BASE)).unwrap();
+    assert_eq!(s.bind.to_string(), "127.0.0.1:3000");
+    assert_eq!(s.relay.window, 64);
+    assert!(s.roles.relay && s.roles.ingest && s.roles.alerts);
+}
+
+#[test]
+fn a_missing_database_url_names_the_setting() {
+    let err = build(RawFile::default(), &env_of(&[("AMQP_URL", "amqp://x")])).unwrap_err();
+    assert_eq!(err.to_string(), "setting `database_url` (DATABASE_URL) is required");
+}
+
+#[test]
+fn a_bad_bind_address_names_the_setting() {
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_BIND", "nowhere"));
+    let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+    assert!(err.contains("`bind` (REVENANT_BIND)"), "{err}");
+}
+
+#[test]
+fn env_overrides_the_file() {
+    let raw: RawFile = toml::from_str("bind = \"127.0.0.1:4000\"\n[relay]\nwindow = 8\n").unwrap();
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_RELAY_WINDOW", "1"));
+    let s = build(raw, &env_of(&e)).unwrap();
+    assert_eq!(s.bind.port(), 4000);
+    assert_eq!(s.relay.window, 1);
+}
+
+#[test]
+fn an_unknown_key_in_the_file_is_refused() {
+    let dir = std::env::temp_dir().join(format!("revenant-settings-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&dir, "bnid = \"x\"\n").unwrap();
+    let err = load(Some(&dir), true, &env_of(BASE)).unwrap_err().to_string();
+    std::fs::remove_file(&dir).ok();
+    assert!(err.contains("unknown field `bnid`"), "{err}");
+}
+
+#[test]
+fn a_window_of_zero_is_refused() {
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_RELAY_WINDOW", "0"));
+    let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+    assert!(err.contains("relay.window"), "{err}");
+}
+
+#[test]
+fn the_vhost_is_read_from_the_amqp_url() {
+    assert_eq!(vhost_of("amqp://guest:guest@127.0.0.1:5672/%2f"), "/");
+    assert_eq!(vhost_of("amqp://h:5672/revenant-e2e"), "revenant-e2e");
+    assert_eq!(vhost_of("amqp://h:5672"), "/");
+}
+
+#[test]
+fn a_contract_with_an_unknown_level_is_refused() {
+    let raw: RawFile = toml::from_str("[[contracts]]\npattern = \"orders.*\"\nlevel = \"vital\"\n").unwrap();
+    let err = build(raw, &env_of(BASE)).unwrap_err().to_string();
+    assert!(err.contains("contracts"), "{err}");
+}
+
+#[test]
+fn a_named_config_file_that_is_missing_is_an_error() {
+    let err = load(Some(Path::new("/nonexistent/revenant.toml")), true, &env_of(BASE)).unwrap_err();
+    assert!(err.to_string().contains("no such file"));
+}
