@@ -4,8 +4,21 @@ import { publish, sql } from "./env";
 
 test("alert to fix: a DLQ alert fires, the group is replayed and drains, the alert resolves", async ({ page }) => {
   const name = `e2e.work.dlq awaiting ${Date.now()}`;
-  sql(`INSERT INTO revenant.alert_rules (name, kind, target, warn_threshold, crit_threshold, recover_threshold, for_secs, created_by)
-       VALUES ('${name}', 'dlq_awaiting', 'e2e.work.dlq', 3, 5, 0, 0, 'e2e')`);
+  // An admin sets the threshold in the console.
+  await signIn(page, "admin");
+  await page.goto("/alerts");
+  const form = page.getByTestId("rule-form");
+  const field = (label: string) => form.getByLabel(label, { exact: true });
+  await field("Name").fill(name);
+  await field("Kind").selectOption("dlq_awaiting");
+  await field("Target").fill("e2e.work.dlq");
+  await field("Warning at").fill("3");
+  await field("Critical at").fill("5");
+  await field("Recovers at").fill("0");
+  await field("For (seconds)").fill("0");
+  await form.getByRole("button", { name: "Create rule" }).click();
+  await expect(page.getByRole("status")).toContainText("saved");
+  await page.context().clearCookies();
   // Six orders expire in e2e.work and are dead-lettered with x-death into e2e.work.dlq.
   for (let i = 0; i < 6; i++) {
     await publish("e2e.work", JSON.stringify({ orderId: 9000 + i }), { message_id: `work-${Date.now()}-${i}`, expiration: "1" });
