@@ -1,0 +1,85 @@
+//! Reading one setting: from the environment first, then the file, with a message that names
+//! both the key and the variable when the value is bad.
+
+use super::SettingsError;
+
+/// One line: the message, and the line of the file it points at (which names the key).
+pub(super) fn toml_reason(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+            format!("line {line_no} `{line}`: {}", e.message())
+        }
+        None => e.message().to_string(),
+    }
+}
+
+pub(super) fn pick(env: &dyn Fn(&str) -> Option<String>, name: &str, file: Option<String>) -> Option<String> {
+    env(name).or(file)
+}
+
+pub(super) fn int(
+    key: &'static str,
+    envname: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: Option<i64>,
+    default: i64,
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<i64, SettingsError> {
+    let value = match env(envname) {
+        Some(v) => v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("`{v}` is not a whole number"),
+        })?,
+        None => file.unwrap_or(default),
+    };
+    if !range.contains(&value) {
+        return Err(SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("{value} is outside {}..={}", range.start(), range.end()),
+        });
+    }
+    Ok(value)
+}
+
+pub(super) fn boolean(
+    key: &'static str,
+    envname: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: Option<bool>,
+    default: bool,
+) -> Result<bool, SettingsError> {
+    match env(envname) {
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(SettingsError::Invalid { key, env: envname, reason: format!("`{v}` is not true or false") }),
+        },
+        None => Ok(file.unwrap_or(default)),
+    }
+}
+
+pub(super) fn url(
+    key: &'static str,
+    envname: &'static str,
+    value: Option<String>,
+    schemes: &[&str],
+) -> Result<String, SettingsError> {
+    let v = value.ok_or(SettingsError::Missing { key, env: envname })?;
+    let ok = schemes.iter().any(|s| v.starts_with(&format!("{s}://")));
+    if !ok {
+        return Err(SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("must start with {}://", schemes.join(":// or ")),
+        });
+    }
+    Ok(v)
+}
+
+pub(super) fn list(v: Option<String>) -> Option<Vec<String>> {
+    v.map(|s| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect())
+}
