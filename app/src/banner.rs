@@ -43,16 +43,8 @@ pub async fn firing_alerts() -> Result<Vec<FiringView>, AppError> {
 #[component]
 pub fn FiringBanner() -> impl IntoView {
     let location = leptos_router::hooks::use_location();
-    let tick = RwSignal::new(0u32);
+    let tick = crate::widgets::use_tick(std::time::Duration::from_secs(15));
     let firing = Resource::new(move || (location.pathname.get(), tick.get()), |_| firing_alerts());
-    Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(15));
-        on_cleanup(move || {
-            if let Ok(h) = handle {
-                h.clear();
-            }
-        });
-    });
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {

@@ -50,3 +50,34 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
         .collect();
     if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
 }
+
+/// A counter that goes up every `every` in the browser (never on the server): resources keyed
+/// on it refetch, which is how live pages refresh. The interval stops with the component.
+pub fn use_tick(every: std::time::Duration) -> RwSignal<u32> {
+    let tick = RwSignal::new(0u32);
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), every);
+        on_cleanup(move || {
+            if let Ok(h) = handle {
+                h.clear();
+            }
+        });
+    });
+    tick
+}
+
+/// One labelled text input of a GET filter form, showing the current value.
+#[component]
+pub fn FilterField(
+    name: &'static str,
+    label: &'static str,
+    value: Option<String>,
+    #[prop(default = "")] placeholder: &'static str,
+) -> impl IntoView {
+    view! {
+        <label class="flex flex-col gap-0.5">
+            {label}
+            <input class="input w-36" name=name value=value.unwrap_or_default() placeholder=placeholder />
+        </label>
+    }
+}

@@ -14,7 +14,7 @@ use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
-use crate::widgets::{Pill, Tabs, query_string};
+use crate::widgets::{FilterField, Pill, Tabs, query_string};
 use api::{DlQuery, dl_discovered, dl_list, dl_queues};
 
 fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
@@ -158,19 +158,11 @@ pub fn DeadLettersPage() -> impl IntoView {
 
 #[component]
 fn FilterForm(q: DlQuery) -> impl IntoView {
-    let field = |name: &'static str, label: &'static str, value: Option<String>, placeholder: &'static str| {
-        view! {
-            <label class="flex flex-col gap-0.5">
-                {label}
-                <input class="input w-36" name=name value=value.unwrap_or_default() placeholder=placeholder />
-            </label>
-        }
-    };
     view! {
         <form method="get" action="/dead-letters" class="flex flex-wrap gap-2 mb-3 items-end text-sm" data-testid="dl-filter">
             <input type="hidden" name="status" value=q.status.clone().unwrap_or_default() />
             <input type="hidden" name="group" value=q.group.clone().unwrap_or_default() />
-            {field("queue", "Queue", q.queue.clone(), "orders.dlq")}
+            <FilterField name="queue" label="Queue" value=q.queue.clone() placeholder="orders.dlq" />
             <label class="flex flex-col gap-0.5">"Reason"
                 <select class="input" name="reason">
                     {["", "rejected", "expired", "maxlen", "delivery_limit", "none", "unknown"].iter().map(|r| {
@@ -179,10 +171,10 @@ fn FilterForm(q: DlQuery) -> impl IntoView {
                     }).collect_view()}
                 </select>
             </label>
-            {field("error", "Error contains", q.error.clone(), "KeyError")}
-            {field("body", "Body contains", q.body.clone(), "order 1234")}
-            {field("message_id", "Message id", q.message_id.clone(), "")}
-            {field("newer_than_mins", "Newer than (min)", q.newer_than_mins.clone(), "")}
+            <FilterField name="error" label="Error contains" value=q.error.clone() placeholder="KeyError" />
+            <FilterField name="body" label="Body contains" value=q.body.clone() placeholder="order 1234" />
+            <FilterField name="message_id" label="Message id" value=q.message_id.clone() placeholder="" />
+            <FilterField name="newer_than_mins" label="Newer than (min)" value=q.newer_than_mins.clone() placeholder="" />
             <button class="btn" type="submit">"Filter"</button>
             <a class="btn" href="/dead-letters">"Clear"</a>
         </form>

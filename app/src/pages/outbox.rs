@@ -10,7 +10,7 @@ use leptos_router::hooks::use_query_map;
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::{Pill, Tabs, query_string};
+use crate::widgets::{FilterField, Pill, Tabs, query_string};
 use api::{OutboxQuery, outbox_health, outbox_list};
 
 const BUCKETS: &[(&str, &str)] = &[
@@ -129,24 +129,16 @@ fn engine_native() -> &'static str {
 
 #[component]
 fn FilterForm(q: OutboxQuery) -> impl IntoView {
-    let field = |name: &'static str, label: &'static str, value: Option<String>, placeholder: &'static str| {
-        view! {
-            <label class="flex flex-col gap-0.5">
-                {label}
-                <input class="input w-36" name=name value=value.unwrap_or_default() placeholder=placeholder />
-            </label>
-        }
-    };
     view! {
         <form method="get" action="/outbox" class="flex flex-wrap gap-2 mb-3 items-end text-sm" data-testid="outbox-filter">
             <input type="hidden" name="source" value=q.source.clone().unwrap_or_default() />
             <input type="hidden" name="bucket" value=q.bucket.clone().unwrap_or_default() />
-            {field("event_type", "Type", q.event_type.clone(), "order.created")}
-            {field("routing_key", "Routing key", q.routing_key.clone(), "")}
-            {field("error", "Error contains", q.error.clone(), "NO_ROUTE")}
-            {field("payload", "Payload contains", q.payload.clone(), "")}
-            {field("older_than_mins", "Older than (min)", q.older_than_mins.clone(), "")}
-            {field("newer_than_mins", "Newer than (min)", q.newer_than_mins.clone(), "")}
+            <FilterField name="event_type" label="Type" value=q.event_type.clone() placeholder="order.created" />
+            <FilterField name="routing_key" label="Routing key" value=q.routing_key.clone() placeholder="" />
+            <FilterField name="error" label="Error contains" value=q.error.clone() placeholder="NO_ROUTE" />
+            <FilterField name="payload" label="Payload contains" value=q.payload.clone() placeholder="" />
+            <FilterField name="older_than_mins" label="Older than (min)" value=q.older_than_mins.clone() placeholder="" />
+            <FilterField name="newer_than_mins" label="Newer than (min)" value=q.newer_than_mins.clone() placeholder="" />
             <button class="btn" type="submit">"Filter"</button>
             <a class="btn" href=href(&OutboxQuery { source: q.source.clone(), bucket: q.bucket.clone(), ..Default::default() }, None)>"Clear"</a>
         </form>

@@ -62,19 +62,11 @@ pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    let tick = RwSignal::new(0u32);
+    let tick = crate::widgets::use_tick(std::time::Duration::from_secs(5));
     let deps = Resource::new(move || tick.get(), |_| dependency_status());
     let outbox = Resource::new(move || tick.get(), |_| outbox_health());
     let dlqs = Resource::new(move || tick.get(), |_| dl_queues());
     let beats = Resource::new(move || tick.get(), |_| heartbeats());
-    Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(5));
-        on_cleanup(move || {
-            if let Ok(h) = handle {
-                h.clear();
-            }
-        });
-    });
     let section = |title: &'static str| {
         view! { <h2 class="text-sm font-semibold uppercase tracking-wide text-slate-500 mb-2 mt-5">{title}</h2> }
     };

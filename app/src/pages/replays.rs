@@ -33,16 +33,8 @@ pub fn Progress(p: PlanView) -> impl IntoView {
 
 #[component]
 pub fn ReplaysPage() -> impl IntoView {
-    let tick = RwSignal::new(0u32);
+    let tick = crate::widgets::use_tick(std::time::Duration::from_secs(3));
     let plans = Resource::new(move || tick.get(), |_| replay_list());
-    Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(3));
-        on_cleanup(move || {
-            if let Ok(h) = handle {
-                h.clear();
-            }
-        });
-    });
     view! {
         <PageTitle title="Replays" />
         <p class="text-sm muted mb-3">"Plan a replay from the Dead letters page: pick messages, a failure group, or everything matching a filter."</p>

@@ -159,10 +159,21 @@ pub async fn series(
     queue: &str,
     since: DateTime<Utc>,
 ) -> Result<Vec<QueueSample>, sqlx::Error> {
+    series_of(db, &[queue.to_string()], since).await
+}
+
+/// The samples of several queues since `since` in one query, by queue then oldest first (a
+/// page of sparklines costs one round trip, not one per queue).
+pub async fn series_of(
+    db: impl PgExecutor<'_>,
+    queues: &[String],
+    since: DateTime<Utc>,
+) -> Result<Vec<QueueSample>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT queue, at, ready, unacked, consumers FROM queue_samples WHERE queue = $1 AND at >= $2 ORDER BY at",
+        "SELECT queue, at, ready, unacked, consumers FROM queue_samples
+         WHERE queue = ANY($1) AND at >= $2 ORDER BY queue, at",
     )
-    .bind(queue)
+    .bind(queues)
     .bind(since)
     .fetch_all(db)
     .await

@@ -90,41 +90,14 @@ pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, tar
     }
 }
 
-fn escape_like(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
-}
-
+/// The console list's own filter (`store::push_conditions`), so a plan takes exactly what the
+/// list showed; only awaiting rows are ever taken, so a filter on another status selects nothing.
 fn push_filter(q: &mut QueryBuilder<Postgres>, f: &ListFilter) {
-    if let Some(v) = &f.queue {
-        q.push(" AND d.queue = ").push_bind(v.clone());
-    }
-    if let Some(v) = &f.reason {
-        q.push(" AND d.reason = ").push_bind(v.clone());
-    }
-    if let Some(v) = f.group_id {
-        q.push(" AND d.group_id = ").push_bind(v);
-    }
-    // Only awaiting rows are ever taken: a filter on another status selects nothing.
     if f.status.is_some_and(|s| s != Status::Awaiting) {
         q.push(" AND false");
+        return;
     }
-    if let Some(v) = &f.error_text {
-        let pattern = format!("%{}%", escape_like(v));
-        q.push(" AND (d.error_message ILIKE ").push_bind(pattern.clone());
-        q.push(" OR d.error_type ILIKE ").push_bind(pattern).push(")");
-    }
-    if let Some(v) = &f.body_contains {
-        q.push(" AND position(").push_bind(v.clone()).push("::bytea in d.body) > 0");
-    }
-    if let Some(v) = &f.message_id {
-        q.push(" AND d.message_id = ").push_bind(v.clone());
-    }
-    if let Some(v) = f.newer_than {
-        q.push(" AND d.ingested_at >= ").push_bind(v);
-    }
-    if let Some(v) = f.older_than {
-        q.push(" AND d.ingested_at < ").push_bind(v);
-    }
+    crate::dead_letter::store::push_conditions(q, &ListFilter { status: None, ..f.clone() });
 }
 
 #[cfg(test)]

@@ -70,10 +70,11 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
         }
     }
     let now = Utc::now();
+    let all = engine::dead_letter::depth::series_of(&state.pool, &names, now - chrono::Duration::hours(1)).await?;
     let mut out = Vec::new();
     for name in names {
         let sample = latest.iter().find(|s| s.queue == name);
-        let series = engine::dead_letter::depth::series(&state.pool, &name, now - chrono::Duration::hours(1)).await?;
+        let series: Vec<_> = all.iter().filter(|s| s.queue == name).collect();
         out.push(QueueView {
             awaiting: awaiting.iter().find(|(q, _)| *q == name).map(|(_, n)| *n).unwrap_or(0),
             ready: sample.map(|s| s.ready),

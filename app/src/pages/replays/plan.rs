@@ -13,18 +13,10 @@ use crate::widgets::Pill;
 pub fn PlanPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.with(|p| p.get("id").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0));
-    let tick = RwSignal::new(0u32);
+    let tick = crate::widgets::use_tick(std::time::Duration::from_secs(2));
     let control = ServerAction::<ReplayControl>::new();
     let plan = Resource::new(move || (id(), tick.get(), control.version().get()), |(id, _, _)| replay_get(id));
     let caller = Resource::new(|| (), |_| whoami());
-    Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(2));
-        on_cleanup(move || {
-            if let Ok(h) = handle {
-                h.clear();
-            }
-        });
-    });
     view! {
         <PageTitle title="Replay plan" />
         <a class="text-sm underline" href="/replays">"← all replays"</a>
