@@ -8,6 +8,7 @@ pub mod audit;
 pub mod auth;
 pub mod db;
 pub mod dead_letter;
+pub mod group_commit;
 pub mod demo;
 pub mod health;
 pub mod host;

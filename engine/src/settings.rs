@@ -47,12 +47,24 @@ pub struct RelaySettings {
     /// Poll interval when no NOTIFY arrives.
     pub poll: Duration,
     pub confirm_timeout: Duration,
+    /// Confirmed rows whose marks may wait uncommitted at once; a flush starts when this many
+    /// are waiting. With `window` it bounds what a `kill -9` can re-send.
+    pub mark_batch: usize,
+    /// A flush starts when the oldest waiting mark is this old, whatever their number.
+    pub mark_flush: Duration,
+    /// `synchronous_commit = off` for the mark transactions only: a PostgreSQL crash can then
+    /// lose recent marks (those rows are re-sent), never an event.
+    pub synchronous_commit: bool,
 }
 
 #[derive(Debug, Clone)]
 pub struct IngestSettings {
     pub queues: Vec<String>,
     pub prefetch: u16,
+    /// Deliveries stored in one transaction (then acked with `multiple`).
+    pub batch: usize,
+    /// How long a batch waits for more deliveries after its first one.
+    pub linger: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -178,6 +190,9 @@ struct RawRelay {
     backoff_max_ms: Option<i64>,
     poll_ms: Option<i64>,
     confirm_timeout_ms: Option<i64>,
+    mark_batch: Option<i64>,
+    mark_flush_ms: Option<i64>,
+    synchronous_commit: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -185,6 +200,8 @@ struct RawRelay {
 struct RawIngest {
     queues: Option<Vec<String>>,
     prefetch: Option<i64>,
+    batch: Option<i64>,
+    linger_ms: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -310,6 +327,9 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             10_000,
             100..=600_000,
         )?),
+        mark_batch: int("relay.mark_batch", "REVENANT_RELAY_MARK_BATCH", env, r.mark_batch, 256, 1..=10_000)? as usize,
+        mark_flush: ms(int("relay.mark_flush_ms", "REVENANT_RELAY_MARK_FLUSH_MS", env, r.mark_flush_ms, 5, 0..=10_000)?),
+        synchronous_commit: synchronous_commit(env, r.synchronous_commit)?,
     };
     let queues = list(env("REVENANT_INGEST_QUEUES")).or(raw.ingest.queues).unwrap_or_default();
     for q in &queues {
@@ -323,7 +343,9 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     }
     let ingest = IngestSettings {
         queues,
-        prefetch: int("ingest.prefetch", "REVENANT_INGEST_PREFETCH", env, raw.ingest.prefetch, 50, 1..=65_535)? as u16,
+        prefetch: int("ingest.prefetch", "REVENANT_INGEST_PREFETCH", env, raw.ingest.prefetch, 500, 1..=65_535)? as u16,
+        batch: int("ingest.batch", "REVENANT_INGEST_BATCH", env, raw.ingest.batch, 250, 1..=2_000)? as usize,
+        linger: ms(int("ingest.linger_ms", "REVENANT_INGEST_LINGER_MS", env, raw.ingest.linger_ms, 5, 0..=10_000)?),
     };
     let a = raw.auth;
     let auth = AuthSettings {
@@ -439,4 +461,4 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-use parse::{boolean, int, list, pick, toml_reason, url};
+use parse::{boolean, int, list, pick, synchronous_commit, toml_reason, url};

@@ -83,3 +83,14 @@ pub(super) fn url(
 pub(super) fn list(v: Option<String>) -> Option<Vec<String>> {
     v.map(|s| s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect())
 }
+
+/// `relay.synchronous_commit`: `on` (the default) or `off`; true means on.
+pub(super) fn synchronous_commit(env: &dyn Fn(&str) -> Option<String>, file: Option<String>) -> Result<bool, SettingsError> {
+    let (key, envname) = ("relay.synchronous_commit", "REVENANT_RELAY_SYNCHRONOUS_COMMIT");
+    match pick(env, envname, file).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(true),
+        Some(v) if v == "on" => Ok(true),
+        Some(v) if v == "off" => Ok(false),
+        Some(v) => Err(SettingsError::Invalid { key, env: envname, reason: format!("`{v}` is not on or off") }),
+    }
+}

@@ -77,3 +77,22 @@ fn a_named_config_file_that_is_missing_is_an_error() {
     let err = load(Some(Path::new("/nonexistent/revenant.toml")), true, &env_of(BASE)).unwrap_err();
     assert!(err.to_string().contains("no such file"));
 }
+
+#[test]
+fn group_commit_settings_have_defaults_and_are_checked() {
+    let s = build(RawFile::default(), &env_of(BASE)).unwrap();
+    assert_eq!((s.relay.mark_batch, s.relay.mark_flush.as_millis()), (256, 5));
+    assert!(s.relay.synchronous_commit);
+    assert_eq!((s.ingest.batch, s.ingest.linger.as_millis(), s.ingest.prefetch), (250, 5, 500));
+    let raw: RawFile =
+        toml::from_str("[relay]\nmark_batch = 1\nsynchronous_commit = \"off\"\n[ingest]\nbatch = 10\n").unwrap();
+    let s = build(raw, &env_of(BASE)).unwrap();
+    assert_eq!((s.relay.mark_batch, s.relay.synchronous_commit, s.ingest.batch), (1, false, 10));
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_RELAY_SYNCHRONOUS_COMMIT", "sometimes"));
+    let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+    assert!(err.contains("`relay.synchronous_commit` (REVENANT_RELAY_SYNCHRONOUS_COMMIT)"), "{err}");
+    let raw: RawFile = toml::from_str("[ingest]\nbatch = 0\n").unwrap();
+    let err = build(raw, &env_of(BASE)).unwrap_err().to_string();
+    assert!(err.contains("`ingest.batch`"), "{err}");
+}

@@ -109,7 +109,7 @@ pub(crate) struct Running {
 pub(crate) fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
     let token = CancellationToken::new();
     let stats = Arc::new(IngestStats::default());
-    let cfg = IngestSettings { queues, prefetch: 50 };
+    let cfg = IngestSettings { queues, prefetch: 50, batch: 50, linger: Duration::from_millis(5) };
     let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, stats.clone(), token.clone()));
     Running { token, handle, stats }
 }

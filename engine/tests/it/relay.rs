@@ -35,6 +35,9 @@ fn cfg() -> RelaySettings {
         backoff_max: Duration::from_millis(50),
         poll: Duration::from_millis(100),
         confirm_timeout: Duration::from_secs(5),
+        mark_batch: 64,
+        mark_flush: Duration::from_millis(5),
+        synchronous_commit: true,
     }
 }
 

@@ -84,7 +84,7 @@ async fn bench(
     println!("  ack only: {n} in {:.2} s = {:.0} messages/s", ack_only.as_secs_f64(), per_sec(n.into(), ack_only));
 
     let stats = Arc::new(IngestStats::default());
-    let cfg = IngestSettings { queues: vec![dlq.to_string()], prefetch };
+    let cfg = IngestSettings { queues: vec![dlq.to_string()], prefetch, ..settings.ingest.clone() };
     let stop = CancellationToken::new();
     let start = Instant::now();
     let handle = tokio::spawn(ingest::run(pool.clone(), settings.amqp_url.clone(), cfg, stats.clone(), stop.clone()));
