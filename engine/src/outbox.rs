@@ -5,14 +5,15 @@
 //!   change ([`store::enqueue`]); publishing never happens inside that transaction;
 //! - relays lease due rows with `FOR UPDATE SKIP LOCKED` in one short statement, publish
 //!   them with publisher confirms (persistent, `mandatory`, `message_id` = event id), and mark
-//!   each row published right after *its own* confirm, so a `kill -9` can re-send at most the
-//!   in-flight window (plus marks not yet committed) and never loses an event;
+//!   confirmed rows in group commits every few ms or `mark_batch` confirms, so a `kill -9` can
+//!   re-send at most the in-flight window plus the unflushed marks and never loses an event;
 //! - a return (unroutable), a nack or a confirm timeout is a failed attempt: the row retries
 //!   with capped, jittered backoff and ends `failed` after `max_attempts`; a row that can
 //!   never be published as it stands is `failed` at once and blocks nothing behind it.
 
 pub mod backoff;
 mod heartbeat;
+pub mod marks;
 pub mod message;
 pub mod relay;
 mod session;

@@ -13,17 +13,30 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::stats::RelayStats;
+use super::{marks::duplicate_bound, stats::RelayStats};
+use crate::settings::RelaySettings;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 /// Upserts this relay's `heartbeats` row every few seconds, and once more when stopping.
-pub(crate) async fn run(pool: PgPool, owner: Uuid, window: usize, stats: Arc<RelayStats>, stop: CancellationToken) {
+pub(crate) async fn run(
+    pool: PgPool,
+    owner: Uuid,
+    cfg: RelaySettings,
+    stats: Arc<RelayStats>,
+    stop: CancellationToken,
+) {
     let host = crate::host::name();
     loop {
         let stopping = stop.is_cancelled();
         let detail = serde_json::json!({
-            "window": window,
+            "window": cfg.window,
+            "mark_batch": cfg.mark_batch,
+            "mark_flush_ms": cfg.mark_flush.as_millis() as u64,
+            "synchronous_commit": cfg.synchronous_commit,
+            // What a kill -9 of this relay can re-send at most (in flight + unflushed marks).
+            "duplicate_bound": duplicate_bound(&cfg),
+            "unflushed_marks": stats.unflushed_marks.load(Relaxed),
             "published": stats.published.load(Relaxed),
             "failed": stats.failed_final.load(Relaxed),
             "failed_attempts": stats.failed_attempts.load(Relaxed),

@@ -1,9 +1,12 @@
 //! The outbox relay: leases due rows, publishes them with confirms, marks each after its own.
 //!
 //! Policy:
-//! - up to `window` publishes await their confirm at once; a row is marked published the
-//!   moment its own confirm arrives, never in a batch at the end, so a crash re-sends at
-//!   most `window` events (plus marks not yet committed) and never loses one;
+//! - up to `window` publishes await their confirm at once; a confirmed row's mark joins a
+//!   group committed within `mark_flush_ms` or at `mark_batch` marks (never "the whole claim
+//!   at the end"), and confirms wait while `mark_batch` marks are unflushed, so a crash
+//!   re-sends at most `window + mark_batch - 1` events and never loses one;
+//! - the next claim runs while the current rows are still being sent, so the window is not
+//!   left empty while PostgreSQL commits a claim;
 //! - `Ack` with a returned message (unroutable under `mandatory`), `Nack`, and no confirm
 //!   within `confirm_timeout` are failed attempts, recorded with the broker's reason;
 //! - no database transaction is ever open while the broker is awaited: the lease is what
@@ -27,6 +30,7 @@ use uuid::Uuid;
 pub use super::stats::RelayStats;
 use super::{
     backoff::Backoff,
+    marks,
     session::{Session, listen},
 };
 use crate::settings::RelaySettings;
@@ -51,9 +55,19 @@ pub async fn run(
             "relay.lease_secs should exceed relay.confirm_timeout_ms, or rows are re-sent while their confirm is awaited"
         );
     }
-    tracing::info!(instance = %owner, window = cfg.window, batch = cfg.batch, "relay starting");
+    tracing::info!(
+        instance = %owner,
+        window = cfg.window,
+        batch = cfg.batch,
+        mark_batch = cfg.mark_batch,
+        mark_flush_ms = cfg.mark_flush.as_millis() as u64,
+        synchronous_commit = cfg.synchronous_commit,
+        duplicate_bound = marks::duplicate_bound(&cfg),
+        "relay starting"
+    );
     let hb_stop = CancellationToken::new();
-    let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.window, stats.clone(), hb_stop.clone()));
+    let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.clone(), stats.clone(), hb_stop.clone()));
+    let marks_pool = marks::mark_pool(&pool, &cfg);
     let mut listener = listen(&pool).await;
     let reconnect = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
     let mut failures = 0u32;
@@ -64,7 +78,7 @@ pub async fn run(
         let started = Instant::now();
         let outcome = match crate::amqp::connect(&amqp_url, &conn_name).await {
             Ok(conn) => {
-                let res = match Session::open(&pool, &conn, &cfg, &stats, owner).await {
+                let res = match Session::open(&pool, &marks_pool, &conn, &cfg, &stats, owner).await {
                     Ok(mut s) => s.run(&mut listener, &shutdown).await,
                     Err(e) => Err(e),
                 };

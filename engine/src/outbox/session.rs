@@ -1,4 +1,5 @@
-//! One broker connection's worth of relay work: claim, publish, settle each confirm, drain.
+//! One broker connection's worth of relay work: claim ahead, publish, settle confirms into
+//! group-committed marks, drain.
 //!
 //! Policy: see [`super::relay`]. This file holds the loop and the per-row decisions; the
 //! relay around it owns reconnecting, the heartbeat and the LISTEN connection.
@@ -24,10 +25,11 @@ use uuid::Uuid;
 
 use super::{
     backoff::Backoff,
+    marks::{Mark, Marks, duplicate_bound},
     message,
     relay::NOTIFY_CHANNEL,
     stats::RelayStats,
-    store::{self, AttemptOutcome, ClaimedRow},
+    store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
 };
 use crate::settings::RelaySettings;
 
@@ -38,6 +40,19 @@ struct Sent {
     attempts: i32,
 }
 type Confirmed = (Sent, Result<lapin::Result<Confirmation>, Elapsed>, Duration);
+
+impl From<&ClaimedRow> for Sent {
+    fn from(r: &ClaimedRow) -> Self {
+        Self { id: r.id, event_id: r.event_id, attempts: r.attempts }
+    }
+}
+
+/// A row taken from the buffer: published (its confirm to await), or refused before any
+/// publish (its failed attempt to mark).
+enum Outgoing {
+    Sent(BoxFuture<'static, Confirmed>),
+    Refused(Mark),
+}
 
 pub(super) async fn listen(pool: &PgPool) -> Option<PgListener> {
     let res = async {
@@ -65,13 +80,19 @@ async fn notified(l: &mut Option<PgListener>) -> Result<(), sqlx::Error> {
 enum Wake {
     Shutdown,
     Confirmed(Confirmed),
+    Flushed,
+    MarksDue,
+    Claimed(Result<Vec<ClaimedRow>, store::StoreError>),
     Notified(Result<(), sqlx::Error>),
     Poll,
 }
 
+type Claim = BoxFuture<'static, Result<Vec<ClaimedRow>, store::StoreError>>;
+
 /// One broker connection's worth of work.
 pub(super) struct Session<'a> {
     pool: &'a PgPool,
+    marks_pool: &'a PgPool,
     conn: &'a Connection,
     cfg: &'a RelaySettings,
     stats: &'a RelayStats,
@@ -86,6 +107,7 @@ pub(super) struct Session<'a> {
 impl<'a> Session<'a> {
     pub(super) async fn open(
         pool: &'a PgPool,
+        marks_pool: &'a PgPool,
         conn: &'a Connection,
         cfg: &'a RelaySettings,
         stats: &'a RelayStats,
@@ -95,7 +117,46 @@ impl<'a> Session<'a> {
         channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
         stats.connected.store(true, Relaxed);
         let backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
-        Ok(Self { pool, conn, cfg, stats, owner, channel, probe: None, known_exchanges: HashSet::new(), backoff })
+        Ok(Self {
+            pool,
+            marks_pool,
+            conn,
+            cfg,
+            stats,
+            owner,
+            channel,
+            probe: None,
+            known_exchanges: HashSet::new(),
+            backoff,
+        })
+    }
+
+    /// The next claim, run beside the publishing so the window never waits on it.
+    fn claim(&self) -> Claim {
+        let (pool, owner, batch, lease) = (self.pool.clone(), self.owner, self.cfg.batch, self.cfg.lease);
+        Box::pin(async move { store::claim(&pool, owner, batch, lease).await })
+    }
+
+    /// Takes a claim's rows into the buffer; returns whether the table looks drained.
+    fn claimed(
+        &self,
+        res: Result<Vec<ClaimedRow>, store::StoreError>,
+        buffer: &mut VecDeque<(ClaimedRow, Instant)>,
+    ) -> bool {
+        match res {
+            Ok(rows) => {
+                let idle = (rows.len() as i64) < self.cfg.batch;
+                // Keep a confirm timeout of margin so no row is sent after its lease ran out.
+                let margin = self.cfg.lease.checked_sub(self.cfg.confirm_timeout).unwrap_or(self.cfg.lease / 2);
+                let deadline = Instant::now() + margin;
+                buffer.extend(rows.into_iter().map(|r| (r, deadline)));
+                idle
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "claim failed; retrying at the next poll");
+                true
+            }
+        }
     }
 
     pub(super) async fn run(
@@ -106,6 +167,10 @@ impl<'a> Session<'a> {
         // Claimed rows not yet sent, each with the instant after which it must not be sent.
         let mut buffer: VecDeque<(ClaimedRow, Instant)> = VecDeque::new();
         let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
+        let mut marks = Marks::new(self.marks_pool.clone(), self.owner, self.cfg);
+        let mut claiming: Option<Claim> = None;
+        // Published but not durably marked, at most: what a kill -9 could re-send.
+        let bound = duplicate_bound(self.cfg);
         // True when the last claim found fewer rows than asked: wait for a NOTIFY or the poll.
         let mut idle = false;
         let mut poll = tokio::time::interval(self.cfg.poll);
@@ -115,12 +180,13 @@ impl<'a> Session<'a> {
                 break Ok(());
             }
             let mut broken = None;
-            while in_flight.len() < self.cfg.window {
+            while in_flight.len() < self.cfg.window && in_flight.len() + marks.unflushed() < bound {
                 let Some((row, deadline)) = buffer.pop_front() else {
                     break;
                 };
                 match self.publish(row, deadline).await {
-                    Ok(Some(confirm)) => in_flight.push(confirm),
+                    Ok(Some(Outgoing::Sent(confirm))) => in_flight.push(confirm),
+                    Ok(Some(Outgoing::Refused(mark))) => marks.push(mark, self.stats),
                     Ok(None) => {}
                     Err(e) => {
                         broken = Some(e);
@@ -132,27 +198,25 @@ impl<'a> Session<'a> {
             if let Some(e) = broken {
                 break Err(e);
             }
-            if buffer.is_empty() && in_flight.len() < self.cfg.window && !idle {
-                match store::claim(self.pool, self.owner, self.cfg.batch, self.cfg.lease).await {
-                    Ok(rows) => {
-                        idle = (rows.len() as i64) < self.cfg.batch;
-                        // Keep a confirm timeout of margin so no row is sent after its lease ran out.
-                        let margin = self.cfg.lease.checked_sub(self.cfg.confirm_timeout).unwrap_or(self.cfg.lease / 2);
-                        let deadline = Instant::now() + margin;
-                        buffer.extend(rows.into_iter().map(|r| (r, deadline)));
-                        if !buffer.is_empty() {
-                            continue;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "claim failed; retrying at the next poll");
-                        idle = true;
-                    }
-                }
+            // Claim ahead: the next batch is read while this one is still being sent.
+            if claiming.is_none() && !idle && (buffer.len() as i64) < self.cfg.batch {
+                claiming = Some(self.claim());
             }
+            marks.start(false);
+            let take_confirms = !in_flight.is_empty() && marks.has_room();
+            let marks_due = marks.due_at();
+            let far = tokio::time::Instant::now() + Duration::from_secs(3600);
             let wake = tokio::select! {
                 _ = shutdown.cancelled() => Wake::Shutdown,
-                Some(done) = in_flight.next(), if !in_flight.is_empty() => Wake::Confirmed(done),
+                Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
+                _ = marks.flushed(self.stats) => Wake::Flushed,
+                _ = tokio::time::sleep_until(marks_due.unwrap_or(far)), if marks_due.is_some() => Wake::MarksDue,
+                r = async {
+                    match claiming.as_mut() {
+                        Some(claim) => claim.await,
+                        None => std::future::pending().await,
+                    }
+                }, if claiming.is_some() => Wake::Claimed(r),
                 r = notified(listener), if idle => Wake::Notified(r),
                 _ = poll.tick(), if idle => Wake::Poll,
             };
@@ -160,9 +224,15 @@ impl<'a> Session<'a> {
                 Wake::Shutdown => break Ok(()),
                 Wake::Confirmed(done) => {
                     self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
-                    if let Err(e) = self.settle(done).await {
-                        break Err(e);
+                    match self.settle(done) {
+                        Ok(mark) => marks.push(mark, self.stats),
+                        Err(e) => break Err(e),
                     }
+                }
+                Wake::Flushed | Wake::MarksDue => {}
+                Wake::Claimed(res) => {
+                    claiming = None;
+                    idle = self.claimed(res, &mut buffer);
                 }
                 Wake::Notified(Ok(())) => idle = false,
                 Wake::Notified(Err(e)) => {
@@ -183,13 +253,24 @@ impl<'a> Session<'a> {
                 }
             }
         };
+        // A claim in flight still leases its rows: take them, to give them back below.
+        if let Some(claim) = claiming.take() {
+            self.claimed(claim.await, &mut buffer);
+        }
         // Confirms already asked for: wait for them (bounded by the confirm timeout each), so
         // a clean stop re-sends nothing. On a dead channel they resolve at once with an error.
         while let Some(done) = in_flight.next().await {
-            if let Err(e) = self.settle(done).await {
-                tracing::debug!(error = %format!("{e:#}"), "confirm lost while draining; the lease will expire");
+            match self.settle(done) {
+                Ok(mark) => {
+                    marks.push(mark, self.stats);
+                    marks.start(false);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %format!("{e:#}"), "confirm lost while draining; the lease will expire")
+                }
             }
         }
+        marks.drain(self.stats).await;
         self.stats.in_flight.store(0, Relaxed);
         let ids: Vec<i64> = buffer.iter().map(|(r, _)| r.id).collect();
         if let Err(e) = store::release(self.pool, self.owner, &ids).await {
@@ -200,12 +281,8 @@ impl<'a> Session<'a> {
     }
 
     /// Sends one row. `Ok(None)` when the row was dealt with without a publish (bad row,
-    /// missing exchange, lease too old); `Err` when the channel is unusable.
-    async fn publish(
-        &mut self,
-        row: ClaimedRow,
-        deadline: Instant,
-    ) -> anyhow::Result<Option<BoxFuture<'static, Confirmed>>> {
+    /// lease too old); `Err` when the channel is unusable.
+    async fn publish(&mut self, row: ClaimedRow, deadline: Instant) -> anyhow::Result<Option<Outgoing>> {
         if Instant::now() >= deadline {
             // Another relay may already own it; sending now could double it for nothing.
             if let Err(e) = store::release(self.pool, self.owner, &[row.id]).await {
@@ -231,8 +308,7 @@ impl<'a> Session<'a> {
         };
         if !self.exchange_exists(&prepared.exchange).await? {
             let reason = format!("exchange `{}` does not exist (NOT_FOUND)", row.exchange);
-            self.fail(row.id, row.event_id, row.attempts, &reason).await;
-            return Ok(None);
+            return Ok(Some(Outgoing::Refused(self.failed_attempt(&Sent::from(&row), reason))));
         }
         let options = BasicPublishOptions { mandatory: true, immediate: false };
         let publish = self.channel.basic_publish(
@@ -256,13 +332,13 @@ impl<'a> Session<'a> {
             Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
         };
         tracing::debug!(id = row.id, event_id = %row.event_id, bytes = row.payload.len(), "published; awaiting confirm");
-        let sent = Sent { id: row.id, event_id: row.event_id, attempts: row.attempts };
+        let sent = Sent::from(&row);
         let timeout = self.cfg.confirm_timeout;
         let started = Instant::now();
-        Ok(Some(Box::pin(async move {
+        Ok(Some(Outgoing::Sent(Box::pin(async move {
             let res = tokio::time::timeout(timeout, confirm).await;
             (sent, res, started.elapsed())
-        })))
+        }))))
     }
 
     async fn exchange_exists(&mut self, name: &ShortString) -> anyhow::Result<bool> {
@@ -291,20 +367,12 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Records the outcome of one confirm. `Err` only when the channel is gone.
-    async fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<()> {
+    /// Turns one confirm into the mark to write. `Err` only when the channel is gone.
+    fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<Mark> {
         let reason = match res {
             Ok(Ok(Confirmation::Ack(None))) => {
                 self.stats.observe_confirm_latency(latency);
-                match store::mark_published(self.pool, sent.id).await {
-                    Ok(true) => RelayStats::bump(&self.stats.published),
-                    Ok(false) => {
-                        tracing::info!(id = sent.id, event_id = %sent.event_id, "confirmed, but the row was archived meanwhile")
-                    }
-                    Err(e) => tracing::warn!(id = sent.id, event_id = %sent.event_id, error = %e,
-                        "confirmed but not marked; it will be sent again when the lease expires"),
-                }
-                return Ok(());
+                return Ok(Mark::Published { id: sent.id });
             }
             Ok(Ok(Confirmation::Ack(Some(ret)))) => {
                 RelayStats::bump(&self.stats.returned);
@@ -321,29 +389,14 @@ impl<'a> Session<'a> {
             }
             Err(_) => format!("no confirm within {} ms", self.cfg.confirm_timeout.as_millis()),
         };
-        self.fail(sent.id, sent.event_id, sent.attempts, &reason).await;
-        Ok(())
+        Ok(self.failed_attempt(&sent, reason))
     }
 
-    async fn fail(&self, id: i64, event_id: Uuid, attempts_before: i32, reason: &str) {
+    fn failed_attempt(&self, sent: &Sent, reason: String) -> Mark {
         RelayStats::bump(&self.stats.failed_attempts);
-        let attempt = u32::try_from(attempts_before).unwrap_or(0).saturating_add(1);
-        let retry_in = self.backoff.delay(attempt);
-        match store::mark_attempt_failed(self.pool, id, self.owner, reason, self.cfg.max_attempts, retry_in).await {
-            Ok(AttemptOutcome::Failed) => {
-                RelayStats::bump(&self.stats.failed_final);
-                tracing::warn!(id, %event_id, attempt, reason, "outbox row failed for good");
-            }
-            Ok(AttemptOutcome::Retry) => {
-                tracing::info!(id, %event_id, attempt, reason, retry_in_ms = retry_in.as_millis() as u64, "publish attempt failed; will retry")
-            }
-            Ok(AttemptOutcome::NotOwned) => {
-                tracing::debug!(id, %event_id, "attempt failed on a row no longer ours")
-            }
-            Err(e) => {
-                tracing::warn!(id, %event_id, error = %e, "cannot record a failed attempt; the lease will expire")
-            }
-        }
+        let number = u32::try_from(sent.attempts).unwrap_or(0).saturating_add(1);
+        let attempt = FailedAttempt { id: sent.id, reason, retry_in: self.backoff.delay(number) };
+        Mark::Failed { attempt, event_id: sent.event_id, number }
     }
 }
 

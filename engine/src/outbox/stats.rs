@@ -25,6 +25,10 @@ pub struct RelayStats {
     pub returned: AtomicU64,
     /// Publishes awaiting their confirm right now; never above the window.
     pub in_flight: AtomicU64,
+    /// Confirmed or failed publishes whose marks are not committed yet (waiting or flushing).
+    pub unflushed_marks: AtomicU64,
+    /// Mark flushes committed (each one statement, one commit, many rows).
+    pub mark_flushes: AtomicU64,
     /// Whether the relay has a broker channel in confirm mode right now.
     pub connected: AtomicBool,
     latency: Latency,

@@ -1,6 +1,6 @@
 //! The `outbox` table: what a service writes, and the relay's claim / mark / release.
 //!
-//! Policy: a row is published at least once and marked right after its own confirm. The
+//! Policy: a row is published at least once and marked soon after its own confirm, in groups. The
 //! relay claims rows with a *lease* (owner + expiry) in one short statement using
 //! `FOR UPDATE SKIP LOCKED`, so several relays share the table without waiting on each other
 //! and without holding a transaction open while the broker answers. A lease that expires
@@ -181,20 +181,71 @@ pub async fn claim(
     Ok(rows)
 }
 
-/// Marks a row published after its confirm. A row another relay already failed is still
-/// marked: the broker has it, and that is what the console must show. Archived stays archived.
-/// Returns whether the row changed.
-pub async fn mark_published(ex: impl PgExecutor<'_>, id: i64) -> Result<bool, StoreError> {
+/// Marks rows published after their confirms, many in one statement (the relay's group
+/// commit). A row another relay already failed is still marked: the broker has it, and that
+/// is what the console must show. Archived stays archived. Returns how many rows changed.
+pub async fn mark_published(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<u64, StoreError> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
     let res = sqlx::query(
-        "UPDATE outbox
-            SET status = 'published', published_at = now(), attempts = attempts + 1,
+        "UPDATE outbox o
+            SET status = 'published', published_at = now(), attempts = o.attempts + 1,
                 lease_owner = NULL, lease_expires_at = NULL
-          WHERE id = $1 AND status IN ('pending', 'failed')",
+           FROM unnest($1::bigint[]) AS m(id)
+          WHERE o.id = m.id AND o.status IN ('pending', 'failed')",
     )
-    .bind(id)
+    .bind(ids)
     .execute(ex)
     .await?;
-    Ok(res.rows_affected() == 1)
+    Ok(res.rows_affected())
+}
+
+/// One failed attempt to record: the row, the broker's reason, when to try again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedAttempt {
+    pub id: i64,
+    pub reason: String,
+    pub retry_in: Duration,
+}
+
+/// Records failed attempts by `owner`, many in one statement: each row goes back to pending,
+/// due after its `retry_in`, or to `failed` once `attempts` reaches `max_attempts`. Only the
+/// lease holder may do this, so a relay whose lease was taken over cannot push back a row
+/// another relay now handles. Returns each changed row's outcome; rows not listed were not ours.
+pub async fn mark_attempts_failed(
+    ex: impl PgExecutor<'_>,
+    owner: Uuid,
+    attempts: &[FailedAttempt],
+    max_attempts: i32,
+) -> Result<Vec<(i64, AttemptOutcome)>, StoreError> {
+    if attempts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = attempts.iter().map(|a| a.id).collect();
+    let reasons: Vec<String> = attempts.iter().map(|a| clip(&a.reason)).collect();
+    let retry: Vec<f64> = attempts.iter().map(|a| a.retry_in.as_secs_f64()).collect();
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "UPDATE outbox o
+            SET attempts = o.attempts + 1, last_error = f.reason,
+                status = CASE WHEN o.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+                next_attempt_at = now() + make_interval(secs => f.retry),
+                lease_owner = NULL, lease_expires_at = NULL
+           FROM unnest($2::bigint[], $3::text[], $4::float8[]) AS f(id, reason, retry)
+          WHERE o.id = f.id AND o.lease_owner = $1 AND o.status = 'pending'
+         RETURNING o.id, o.status",
+    )
+    .bind(owner)
+    .bind(&ids)
+    .bind(&reasons)
+    .bind(&retry)
+    .bind(max_attempts)
+    .fetch_all(ex)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, status)| (id, if status == "failed" { AttemptOutcome::Failed } else { AttemptOutcome::Retry }))
+        .collect())
 }
 
 fn clip(reason: &str) -> String {
@@ -208,9 +259,7 @@ fn clip(reason: &str) -> String {
     format!("{}…", &reason[..end])
 }
 
-/// Records a failed attempt by `owner`: the row goes back to pending, due after `retry_in`,
-/// or to `failed` once `attempts` reaches `max_attempts`. Only the lease holder may do this,
-/// so a relay whose lease was taken over cannot push back a row another relay now handles.
+/// Records one failed attempt by `owner` (see [`mark_attempts_failed`]).
 pub async fn mark_attempt_failed(
     ex: impl PgExecutor<'_>,
     id: i64,
@@ -219,27 +268,9 @@ pub async fn mark_attempt_failed(
     max_attempts: i32,
     retry_in: Duration,
 ) -> Result<AttemptOutcome, StoreError> {
-    let status: Option<String> = sqlx::query_scalar(
-        "UPDATE outbox
-            SET attempts = attempts + 1, last_error = $3,
-                status = CASE WHEN attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
-                next_attempt_at = now() + make_interval(secs => $5),
-                lease_owner = NULL, lease_expires_at = NULL
-          WHERE id = $1 AND lease_owner = $2 AND status = 'pending'
-         RETURNING status",
-    )
-    .bind(id)
-    .bind(owner)
-    .bind(clip(reason))
-    .bind(max_attempts)
-    .bind(retry_in.as_secs_f64())
-    .fetch_optional(ex)
-    .await?;
-    Ok(match status.as_deref() {
-        None => AttemptOutcome::NotOwned,
-        Some("failed") => AttemptOutcome::Failed,
-        Some(_) => AttemptOutcome::Retry,
-    })
+    let one = [FailedAttempt { id, reason: reason.to_string(), retry_in }];
+    let done = mark_attempts_failed(ex, owner, &one, max_attempts).await?;
+    Ok(done.first().map_or(AttemptOutcome::NotOwned, |(_, o)| *o))
 }
 
 /// A row that can never be published as it stands (headers not an object, a name too long

@@ -434,3 +434,92 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
     t.delete().await;
     db.drop_db().await;
 }
+
+async fn bulk(pool: &PgPool, exchange: &str, routing_key: &str, n: i64) {
+    sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload) SELECT 'Bulk', $1, $2, convert_to(g::text, 'UTF8') FROM generate_series(1, $3) g")
+        .bind(exchange)
+        .bind(routing_key)
+        .bind(n)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn confirmed_rows_are_marked_in_group_commits_not_one_commit_each() {
+    let db = fresh_db().await;
+    let t = topology(Some("grouped")).await;
+    bulk(&db.pool, &t.exchange, "grouped", 1000).await;
+    let relay = start(&db.pool, RelaySettings { window: 64, batch: 200, mark_batch: 128, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1000).await;
+    let stats = relay.stop().await;
+    let (published, flushes) = (stats.published.load(Relaxed), stats.mark_flushes.load(Relaxed));
+    assert_eq!(published, 1000);
+    assert!(flushes < 500, "1 000 marks took {flushes} commits: they were not grouped");
+    assert_eq!(stats.unflushed_marks.load(Relaxed), 0, "a clean stop leaves no mark unflushed");
+    assert_eq!(t.drain().await.len(), 1000, "each event once");
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn the_strict_mode_commits_each_mark_before_the_next_publish() {
+    let db = fresh_db().await;
+    let t = topology(Some("strict")).await;
+    bulk(&db.pool, &t.exchange, "strict", 50).await;
+    let relay = start(&db.pool, RelaySettings { window: 1, batch: 10, mark_batch: 1, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 50).await;
+    let stats = relay.stop().await;
+    assert_eq!(stats.published.load(Relaxed), 50);
+    assert_eq!(stats.mark_flushes.load(Relaxed), 50, "one commit per mark in the strict mode");
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn unroutable_rows_are_failed_in_groups_with_the_brokers_reason_and_routable_ones_still_publish() {
+    let db = fresh_db().await;
+    let t = topology(Some("routed")).await;
+    bulk(&db.pool, &t.exchange, "routed", 200).await;
+    bulk(&db.pool, &t.exchange, "nowhere", 200).await;
+    let relay = start(&db.pool, RelaySettings { max_attempts: 1, mark_batch: 64, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 200).await;
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM outbox WHERE status = 'failed' AND last_error LIKE 'returned by the broker: 312%'",
+        200,
+    )
+    .await;
+    let stats = relay.stop().await;
+    assert_eq!(stats.failed_final.load(Relaxed), 200);
+    assert_eq!(t.drain().await.len(), 200);
+    t.delete().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn the_heartbeat_reports_the_crash_duplicate_bound() {
+    let db = fresh_db().await;
+    let relay = start(&db.pool, RelaySettings { window: 16, mark_batch: 32, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'relay'", 1).await;
+    let detail: serde_json::Value =
+        sqlx::query_scalar("SELECT detail FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(detail["duplicate_bound"], 47, "window 16 + mark_batch 32 - 1: {detail}");
+    assert_eq!(detail["mark_batch"], 32);
+    relay.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn marks_with_synchronous_commit_off_still_publish_and_mark_every_row() {
+    let db = fresh_db().await;
+    let t = topology(Some("async")).await;
+    bulk(&db.pool, &t.exchange, "async", 300).await;
+    let relay = start(&db.pool, RelaySettings { synchronous_commit: false, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 300).await;
+    let stats = relay.stop().await;
+    assert_eq!(stats.published.load(Relaxed), 300);
+    assert_eq!(t.drain().await.len(), 300);
+    t.delete().await;
+    db.drop_db().await;
+}
