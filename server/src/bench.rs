@@ -29,17 +29,20 @@ use sqlx::{
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// The outbox relay against a hand-written one-row-at-a-time publisher.
+    /// The outbox relay against raw confirms at the same window and a one-row-at-a-time loop.
     Relay {
-        /// Events each windowed relay run publishes.
+        /// Events each windowed run publishes.
         #[arg(long, default_value_t = 20_000)]
         events: u32,
-        /// Confirm windows to run the relay with, comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = [1, 64, 256])]
+        /// Confirm windows to run the relay (and raw confirms) with, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 64, 128, 256])]
         window: Vec<usize>,
         /// Events for the one-at-a-time runs (the baseline and window 1), which are slow.
-        #[arg(long, default_value_t = 1_000)]
+        #[arg(long, default_value_t = 2_000)]
         sample: u32,
+        /// Seconds of the commit-to-confirm latency run at half the peak rate (0 skips it).
+        #[arg(long, default_value_t = 10)]
+        latency_secs: u64,
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
@@ -65,7 +68,9 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Relay { events, window, sample } => relay::run(settings, events, &window, sample).await,
+        BenchCommand::Relay { events, window, sample, latency_secs } => {
+            relay::run(settings, events, &window, sample, latency_secs).await
+        }
         BenchCommand::Ingest { messages } => ingest::run(settings, messages).await,
         BenchCommand::Replay { messages } => replay::run(settings, messages).await,
         BenchCommand::OutboxList { rows, runs } => outbox_list::run(settings, rows, runs).await,

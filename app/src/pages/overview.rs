@@ -25,6 +25,8 @@ pub struct HeartbeatView {
     pub host: String,
     pub last_seen_secs: i64,
     pub detail: String,
+    /// One line for the table: for a relay, its window, marks and crash duplicate bound.
+    pub summary: String,
 }
 
 #[server(prefix = "/api", endpoint = "dependencies")]
@@ -51,6 +53,7 @@ pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
     Ok(rows
         .into_iter()
         .map(|(role, instance, host, age, detail)| HeartbeatView {
+            summary: summary(&role, &detail),
             role,
             instance,
             host,
@@ -58,6 +61,25 @@ pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
             detail: detail.to_string(),
         })
         .collect())
+}
+
+/// What an on-call engineer wants from a heartbeat at a glance.
+#[cfg(feature = "ssr")]
+fn summary(role: &str, d: &serde_json::Value) -> String {
+    let n = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
+    match role {
+        "relay" => match (n("window"), n("mark_batch"), n("duplicate_bound")) {
+            (Some(w), Some(m), Some(b)) => format!("window {w} · marks in groups of ≤ {m} · a kill -9 re-sends ≤ {b}"),
+            (Some(w), _, _) => format!("window {w}"),
+            _ => String::new(),
+        },
+        "ingest" => d
+            .get("queues")
+            .and_then(serde_json::Value::as_array)
+            .map(|q| q.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
 }
 
 #[component]
@@ -117,7 +139,7 @@ pub fn OverviewPage() -> impl IntoView {
                                 view! {
                                     <div class="card">
                                         <table class="tbl" data-testid="heartbeats">
-                                            <thead><tr><th>"Role"</th><th>"Host"</th><th>"Instance"</th><th>"Last seen"</th></tr></thead>
+                                            <thead><tr><th>"Role"</th><th>"Host"</th><th>"Instance"</th><th>"Last seen"</th><th>"Detail"</th></tr></thead>
                                             <tbody>
                                                 {list.into_iter().map(|h| {
                                                     let fresh = h.last_seen_secs < 30;
@@ -127,6 +149,7 @@ pub fn OverviewPage() -> impl IntoView {
                                                             <td>{h.host}</td>
                                                             <td class="font-mono text-xs">{format::clip(&h.instance, 13)}</td>
                                                             <td class="tabular-nums">{format::age_secs(h.last_seen_secs)}" ago"</td>
+                                                            <td class="text-xs muted" data-testid="heartbeat-summary">{h.summary}</td>
                                                         </tr>
                                                     }
                                                 }).collect_view()}

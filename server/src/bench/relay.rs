@@ -1,6 +1,7 @@
-//! `revenant bench relay`: the relay's throughput against the publisher users write by hand
-//! (one row at a time: select it, publish, wait for the confirm, mark it), on the same table,
-//! the same durable queue and the same messages.
+//! `revenant bench relay`: the relay's throughput against its ceiling, raw lapin
+//! publish-with-confirms at the same window measured in the same run, and against the
+//! publisher users write by hand (one row at a time), on the same table, the same durable
+//! queue and the same messages; then its commit-to-confirm latency at half its peak rate.
 //!
 //! Every run enqueues its own events (tagged by `event_type`), publishes them all, then the
 //! queue is drained and each `message_id` checked against the run's event ids: a lost or a
@@ -14,21 +15,15 @@ use std::{
 
 use anyhow::Context;
 use futures::StreamExt;
-use lapin::{
-    Confirmation, Connection,
-    options::{BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions},
-    types::FieldTable,
-};
+use lapin::{Connection, options::BasicConsumeOptions, types::FieldTable};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use super::{Scratch, declare_queue, delete_queues, interruptible, ms, per_sec, percentile, ready, wait_until};
 use engine::{
     outbox::{
-        message,
         relay::{self, RelayStats},
         stats::LATENCY_BUCKETS,
-        store::ClaimedRow,
     },
     settings::Settings,
 };
@@ -51,13 +46,22 @@ struct Check {
     unexpected: usize,
 }
 
-pub async fn run(settings: &Settings, events: u32, windows: &[usize], sample: u32) -> anyhow::Result<()> {
+mod ceiling;
+mod latency;
+
+pub async fn run(
+    settings: &Settings,
+    events: u32,
+    windows: &[usize],
+    sample: u32,
+    latency_secs: u64,
+) -> anyhow::Result<()> {
     let db = Scratch::create(&settings.database_url).await?;
     let res = async {
         let conn = engine::amqp::connect(&settings.amqp_url, "revenant-bench").await?;
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         let queue = declare_queue(&ch, "revenant-bench.relay").await?;
-        let res = interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample)).await;
+        let res = interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs)).await;
         delete_queues(&settings.amqp_url, std::slice::from_ref(&queue)).await;
         let _ = conn.close(200, "bench done".into()).await;
         res
@@ -75,16 +79,21 @@ async fn bench(
     events: u32,
     windows: &[usize],
     sample: u32,
+    latency_secs: u64,
 ) -> anyhow::Result<()> {
     println!(
         "relay bench: durable queue, persistent messages of ~250 B, mandatory, confirms; \
-         {sample} events one at a time, {events} per windowed run (batch {})",
-        settings.relay.batch
+         {sample} events one at a time and at window 1, {events} per other run (claim batch {}, mark_batch {}, \
+         mark_flush {} ms, synchronous_commit {})",
+        settings.relay.batch,
+        settings.relay.mark_batch,
+        settings.relay.mark_flush.as_millis(),
+        if settings.relay.synchronous_commit { "on" } else { "off" }
     );
     let mut out = Vec::new();
     let label = "bench.baseline";
     enqueue(pool, label, queue, sample).await?;
-    let (took, mut lat) = baseline(pool, conn, sample).await?;
+    let (took, mut lat) = ceiling::one_at_a_time(pool, conn, sample).await?;
     lat.sort();
     let check = verify(pool, conn, queue, label).await?;
     out.push(Outcome {
@@ -96,8 +105,25 @@ async fn bench(
         check,
     });
     report(out.last());
+    // (window, raw events/s, relay events/s)
+    let mut ratios = Vec::new();
     for &w in windows {
         let n = if w == 1 { sample } else { events };
+        let label = format!("bench.raw.w{w}");
+        enqueue(pool, &label, queue, n).await?;
+        let took = ceiling::raw(pool, conn, &label, w).await?;
+        let check = verify(pool, conn, queue, &label).await?;
+        let raw_rate = per_sec(n.into(), took);
+        out.push(Outcome {
+            label: format!("raw confirms, window {w}"),
+            events: n.into(),
+            took,
+            p50: "–".into(),
+            p99: "–".into(),
+            check,
+        });
+        report(out.last());
+
         let label = format!("bench.relay.w{w}");
         enqueue(pool, &label, queue, n).await?;
         let (took, stats) = relay_run(settings, pool, w, n.into()).await?;
@@ -112,17 +138,18 @@ async fn bench(
             check,
         });
         report(out.last());
+        ratios.push((w, raw_rate, per_sec(n.into(), took), stats.mark_flushes.load(Relaxed)));
     }
     let base = per_sec(out[0].events, out[0].took);
     println!();
     println!(
-        "| run | events | s | events/s | vs baseline | confirm p50 | confirm p99 | on queue | lost | duplicates |"
+        "| run | events | s | events/s | vs one-at-a-time | confirm p50 | confirm p99 | on queue | lost | duplicates | unexpected |"
     );
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for o in &out {
         let rate = per_sec(o.events, o.took);
         println!(
-            "| {} | {} | {:.2} | {:.0} | {:.1}× | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2} | {:.0} | {:.1}× | {} | {} | {} | {} | {} | {} |",
             o.label,
             o.events,
             o.took.as_secs_f64(),
@@ -132,7 +159,8 @@ async fn bench(
             o.p99,
             o.check.on_queue,
             o.check.lost,
-            o.check.duplicates
+            o.check.duplicates,
+            o.check.unexpected
         );
     }
     let bad = out.iter().any(|o| {
@@ -140,6 +168,26 @@ async fn bench(
         c.lost + c.duplicates + c.unexpected > 0 || c.unpublished_rows > 0 || u64::from(c.on_queue) != o.events
     });
     anyhow::ensure!(!bad, "some runs lost, doubled or left messages (see the table)");
+    // Latency at half the relay's peak: the window that was fastest, or 128 when measured.
+    let peak = ratios.iter().find(|r| r.0 == 128).or_else(|| ratios.iter().max_by(|a, b| a.2.total_cmp(&b.2)));
+    if let Some(&(w, _, rate, _)) = peak
+        && latency_secs > 0
+    {
+        let l = latency::run(settings, pool, queue, w, rate / 2.0, latency_secs).await?;
+        let _ = verify(pool, conn, queue, "bench.latency").await?;
+        println!();
+        println!(
+            "commit-to-confirm (upper bound: created_at → published_at) at {:.0} events/s, window {w}, {} events: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            l.rate, l.events, l.p50_ms, l.p99_ms, l.max_ms
+        );
+    }
+    println!();
+    for (w, raw, relay, flushes) in &ratios {
+        println!("relay window={w}: {relay:.0} events/s, raw {raw:.0} events/s, {flushes} mark flushes");
+    }
+    for (w, raw, relay, _) in &ratios {
+        println!("ratio relay/raw window={w}: {:.2}", relay / raw.max(1e-9));
+    }
     Ok(())
 }
 
@@ -174,42 +222,6 @@ async fn enqueue(pool: &PgPool, event_type: &str, queue: &str, n: u32) -> anyhow
     .await
     .context("cannot enqueue the bench events")?;
     Ok(())
-}
-
-/// The loop users write first: one transaction per row, held while the broker confirms.
-async fn baseline(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::Result<(Duration, Vec<Duration>)> {
-    let ch = conn.create_channel().await.context("cannot open a channel")?;
-    ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
-    let mut latencies = Vec::with_capacity(n as usize);
-    let start = Instant::now();
-    for _ in 0..n {
-        let mut tx = pool.begin().await?;
-        let row: Option<ClaimedRow> = sqlx::query_as(
-            "SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers, created_at,
-                    attempts, next_attempt_at, now() AS lease_expires_at
-               FROM outbox WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        let row = row.context("the baseline ran out of pending rows")?;
-        // The same properties the relay sends, so both publish identical messages.
-        let p = message::prepare(&row).map_err(|e| anyhow::anyhow!("a bench row cannot be published: {e}"))?;
-        let sent = Instant::now();
-        let opts = BasicPublishOptions { mandatory: true, immediate: false };
-        let confirm = ch.basic_publish(p.exchange, p.routing_key, opts, &row.payload, p.properties).await?.await?;
-        latencies.push(sent.elapsed());
-        anyhow::ensure!(matches!(confirm, Confirmation::Ack(None)), "baseline publish not confirmed: {confirm:?}");
-        sqlx::query(
-            "UPDATE outbox SET status = 'published', published_at = now(), attempts = attempts + 1 WHERE id = $1",
-        )
-        .bind(row.id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-    }
-    let took = start.elapsed();
-    let _ = ch.close(200, "baseline done".into()).await;
-    Ok((took, latencies))
 }
 
 /// Runs the real relay until it has published `n` rows; the clock includes its connecting.

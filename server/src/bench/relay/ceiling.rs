@@ -1,0 +1,100 @@
+//! The two yardsticks the relay is measured against: raw lapin publish-with-confirms at the
+//! same window (the ceiling: no database on the path), and the loop users write by hand (one
+//! row at a time, its transaction held while the broker confirms).
+//!
+//! Both publish exactly what the relay would ([`message::prepare`] of the same kind of rows),
+//! to the same durable queue, so the three differ only in what stands between the rows and
+//! the broker.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::{StreamExt, stream::FuturesUnordered};
+use lapin::{
+    Confirmation, Connection,
+    options::{BasicPublishOptions, ConfirmSelectOptions},
+};
+use sqlx::PgPool;
+
+use engine::outbox::{message, store::ClaimedRow};
+
+const SELECT_ROW: &str = "SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers,
+        created_at, attempts, next_attempt_at, now() AS lease_expires_at FROM outbox";
+
+/// Publishes every pending row of `event_type` with up to `window` confirms outstanding and
+/// nothing else: the rows are read before the clock starts and marked after it stops.
+pub async fn raw(pool: &PgPool, conn: &Connection, event_type: &str, window: usize) -> anyhow::Result<Duration> {
+    let rows: Vec<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT_ROW} WHERE event_type = $1 AND status = 'pending' ORDER BY id"
+    )))
+    .bind(event_type)
+    .fetch_all(pool)
+    .await?;
+    let mut prepared = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let p = message::prepare(row).map_err(|e| anyhow::anyhow!("a bench row cannot be published: {e}"))?;
+        prepared.push((p, &row.payload));
+    }
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
+    let opts = BasicPublishOptions { mandatory: true, immediate: false };
+    let mut in_flight = FuturesUnordered::new();
+    let start = Instant::now();
+    for (p, payload) in prepared {
+        while in_flight.len() >= window.max(1) {
+            settle(in_flight.next().await)?;
+        }
+        let confirm = ch.basic_publish(p.exchange, p.routing_key, opts, payload, p.properties).await?;
+        in_flight.push(confirm);
+    }
+    while !in_flight.is_empty() {
+        settle(in_flight.next().await)?;
+    }
+    let took = start.elapsed();
+    let _ = ch.close(200, "raw done".into()).await;
+    sqlx::query("UPDATE outbox SET status = 'published', published_at = now() WHERE event_type = $1")
+        .bind(event_type)
+        .execute(pool)
+        .await?;
+    Ok(took)
+}
+
+fn settle(c: Option<lapin::Result<Confirmation>>) -> anyhow::Result<()> {
+    match c {
+        Some(Ok(Confirmation::Ack(None))) => Ok(()),
+        other => anyhow::bail!("raw publish not confirmed: {other:?}"),
+    }
+}
+
+/// The loop users write first: one transaction per row, held while the broker confirms.
+pub async fn one_at_a_time(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::Result<(Duration, Vec<Duration>)> {
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
+    let mut latencies = Vec::with_capacity(n as usize);
+    let start = Instant::now();
+    for _ in 0..n {
+        let mut tx = pool.begin().await?;
+        let row: Option<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "{SELECT_ROW} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+        )))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let row = row.context("the baseline ran out of pending rows")?;
+        let p = message::prepare(&row).map_err(|e| anyhow::anyhow!("a bench row cannot be published: {e}"))?;
+        let sent = Instant::now();
+        let opts = BasicPublishOptions { mandatory: true, immediate: false };
+        let confirm = ch.basic_publish(p.exchange, p.routing_key, opts, &row.payload, p.properties).await?.await?;
+        latencies.push(sent.elapsed());
+        anyhow::ensure!(matches!(confirm, Confirmation::Ack(None)), "baseline publish not confirmed: {confirm:?}");
+        sqlx::query(
+            "UPDATE outbox SET status = 'published', published_at = now(), attempts = attempts + 1 WHERE id = $1",
+        )
+        .bind(row.id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+    }
+    let took = start.elapsed();
+    let _ = ch.close(200, "baseline done".into()).await;
+    Ok((took, latencies))
+}
