@@ -38,7 +38,7 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_values_t = [1, 64, 128, 256])]
         window: Vec<usize>,
         /// Events for the one-at-a-time runs (the baseline and window 1), which are slow.
-        #[arg(long, default_value_t = 2_000)]
+        #[arg(long, default_value_t = 5_000)]
         sample: u32,
         /// Seconds of the commit-to-confirm latency run at half the peak rate (0 skips it).
         #[arg(long, default_value_t = 10)]

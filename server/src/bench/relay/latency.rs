@@ -21,6 +21,8 @@ use engine::{
 };
 
 pub struct Latency {
+    /// The relay's own publish → confirm histogram over the run (the broker's share).
+    pub stats: Arc<RelayStats>,
     pub rate: f64,
     pub events: i64,
     pub p50_ms: f64,
@@ -69,13 +71,13 @@ pub async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(30), handle).await;
     let (p50, p99, max): (f64, f64, f64) = sqlx::query_as(
         "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms)
-           FROM (SELECT extract(epoch FROM published_at - created_at) * 1000 AS ms
+           FROM (SELECT (extract(epoch FROM published_at - created_at) * 1000)::float8 AS ms
                    FROM outbox WHERE event_type = $1) t",
     )
     .bind(label)
     .fetch_one(pool)
     .await?;
-    Ok(Latency { rate, events: sent, p50_ms: p50, p99_ms: p99, max_ms: max })
+    Ok(Latency { stats, rate, events: sent, p50_ms: p50, p99_ms: p99, max_ms: max })
 }
 
 async fn insert(pool: &PgPool, label: &str, queue: &str, n: i64) -> anyhow::Result<()> {
