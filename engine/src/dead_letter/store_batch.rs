@@ -7,9 +7,11 @@
 //! group is upserted once per batch *before* the rows, so a row is written once with its
 //! `group_id` and `replay_of` (no second version of every row, no second pass over its six
 //! indexes); its count is then raised by the rows that were really inserted, in the same
-//! statement as the insert, so duplicates never over-count. Rows are written in natural-key
-//! order and groups in fingerprint order, so two ingesters racing on one queue take their
-//! locks in the same order. A statement the server refuses fails the whole batch: the caller
+//! statement as the insert, so duplicates never over-count. Rows are written in arrival order,
+//! so ids (and lists, and replays in first-failure order) follow the queue's order; groups
+//! are locked in fingerprint order, so two ingesters on one queue take those locks in the
+//! same order (two batches holding the same redelivered message can still deadlock: that is
+//! a refusal like any other, and the one-at-a-time fall-back resolves it). A statement the server refuses fails the whole batch: the caller
 //! then stores its deliveries one at a time to isolate the one refused.
 
 use std::collections::HashMap;
@@ -169,11 +171,9 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
         return Ok(Vec::new());
     }
     let groups = upsert_groups(conn, rows).await?;
-    let mut order: Vec<&NewDeadLetter> = rows.iter().collect();
-    order.sort_by(|a, b| a.natural_key.cmp(&b.natural_key));
-    let text = |f: fn(&NewDeadLetter) -> String| order.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let opt = |f: fn(&NewDeadLetter) -> Option<String>| order.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let group_ids: Vec<Option<i64>> = order.iter().map(|r| groups.get(&r.fingerprint).copied()).collect();
+    let text = |f: fn(&NewDeadLetter) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let opt = |f: fn(&NewDeadLetter) -> Option<String>| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let group_ids: Vec<Option<i64>> = rows.iter().map(|r| groups.get(&r.fingerprint).copied()).collect();
     let inserted: Vec<(i64, String)> = sqlx::query_as(
         "WITH r AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
@@ -218,32 +218,32 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
     .bind(opt(|r| r.correlation_id.clone()))
     .bind(opt(|r| r.content_type.clone()))
     .bind(opt(|r| r.content_encoding.clone()))
-    .bind(order.iter().map(|r| r.amqp_timestamp).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.amqp_timestamp).collect::<Vec<_>>())
     .bind(opt(|r| r.app_id.clone()))
     .bind(opt(|r| r.msg_type.clone()))
     .bind(opt(|r| r.user_id.clone()))
     .bind(opt(|r| r.cluster_id.clone()))
-    .bind(order.iter().map(|r| r.delivery_mode).collect::<Vec<_>>())
-    .bind(order.iter().map(|r| r.priority).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.delivery_mode).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.priority).collect::<Vec<_>>())
     .bind(opt(|r| r.expiration.clone()))
     .bind(opt(|r| r.reply_to.clone()))
-    .bind(order.iter().map(|r| r.headers.clone()).collect::<Vec<_>>())
-    .bind(order.iter().map(|r| r.body.as_slice()).collect::<Vec<&[u8]>>())
+    .bind(rows.iter().map(|r| r.headers.clone()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.body.as_slice()).collect::<Vec<&[u8]>>())
     .bind(text(|r| r.exchange.clone()))
     .bind(text(|r| r.routing_key.clone()))
-    .bind(order.iter().map(|r| r.reason).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.reason).collect::<Vec<_>>())
     .bind(opt(|r| r.original_queue.clone()))
     .bind(opt(|r| r.original_exchange.clone()))
     // A text[] per row would make a two-dimensional array, which unnest flattens.
-    .bind(order.iter().map(|r| serde_json::json!(r.original_routing_keys)).collect::<Vec<_>>())
-    .bind(order.iter().map(|r| r.death_count).collect::<Vec<_>>())
-    .bind(order.iter().map(|r| r.first_death_at).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| serde_json::json!(r.original_routing_keys)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.death_count).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.first_death_at).collect::<Vec<_>>())
     .bind(opt(|r| r.error_type.clone()))
     .bind(opt(|r| r.error_message.clone()))
     .bind(text(|r| r.fingerprint.clone()))
     .bind(group_ids)
-    .bind(order.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>())
-    .bind(order.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>())
     .fetch_all(&mut *conn)
     .await?;
     // Of two rows with one natural key, the first in `rows` is the one reported inserted.
