@@ -51,7 +51,7 @@ pub struct IngestStats {
     pub stored: AtomicU64,
     pub duplicates: AtomicU64,
     pub store_errors: AtomicU64,
-    /// Transactions that stored deliveries (one per batch).
+    /// Batches flushed: one transaction each (plus one per delivery when a batch is refused).
     pub batches: AtomicU64,
 }
 

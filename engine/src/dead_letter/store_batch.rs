@@ -66,6 +66,11 @@ fn pg_text(v: &str) -> String {
     v.replace('\0', "\u{FFFD}")
 }
 
+/// 4714-11-24 BC, the earliest `timestamptz`: an `x-death` time before it (a signed header
+/// can say anything) would make PostgreSQL refuse the message forever; it is stored as NULL,
+/// the headers keep it whole.
+const PG_MIN_TIMESTAMP: i64 = -210_866_803_200;
+
 impl NewDeadLetter {
     pub fn new(r: Received) -> Self {
         let d = r.derive();
@@ -103,7 +108,7 @@ impl NewDeadLetter {
             original_exchange: o(&d.original_exchange),
             original_routing_keys: d.original_routing_keys.iter().map(|k| pg_text(k)).collect(),
             death_count: d.death_count,
-            first_death_at: d.first_death_at,
+            first_death_at: d.first_death_at.filter(|t| t.timestamp() >= PG_MIN_TIMESTAMP),
             error_type: o(&d.error_type),
             error_message: o(&d.error_message),
             fingerprint: d.fingerprint,
@@ -265,4 +270,38 @@ pub async fn insert_committed(pool: &PgPool, rows: &[NewDeadLetter]) -> Result<V
 /// Anything else (connection lost, pool exhausted) would fail one by one just the same.
 pub fn is_refusal(e: &StoreError) -> bool {
     matches!(e, StoreError::Db(sqlx::Error::Database(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use lapin::{
+        BasicProperties,
+        types::{AMQPValue, FieldArray, FieldTable},
+    };
+
+    use super::*;
+
+    fn died_at(secs: i64) -> NewDeadLetter {
+        let mut death = FieldTable::default();
+        death.insert("reason".into(), AMQPValue::LongString("rejected".into()));
+        death.insert("queue".into(), AMQPValue::LongString("work".into()));
+        death.insert("time".into(), AMQPValue::LongLongInt(secs));
+        let mut h = FieldTable::default();
+        h.insert("x-death".into(), AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death)])));
+        NewDeadLetter::new(Received {
+            queue: "dlq".into(),
+            exchange: String::new(),
+            routing_key: "dlq".into(),
+            properties: BasicProperties::default().with_headers(h),
+            body: b"x".to_vec(),
+        })
+    }
+
+    #[test]
+    fn a_death_time_before_the_earliest_timestamptz_is_stored_as_null() {
+        assert_eq!(died_at(PG_MIN_TIMESTAMP).first_death_at.map(|t| t.timestamp()), Some(PG_MIN_TIMESTAMP));
+        assert_eq!(died_at(PG_MIN_TIMESTAMP - 1).first_death_at, None);
+        assert_eq!(died_at(-1_000_000_000_000).first_death_at, None);
+        assert!(died_at(-1_000_000_000_000).headers.is_some(), "the header itself is kept");
+    }
 }
