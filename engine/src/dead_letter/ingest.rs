@@ -205,8 +205,9 @@ async fn until(at: Option<tokio::time::Instant>) {
 fn pending(queue: &str, delivery: Delivery) -> batch::Pending {
     let tag = delivery.delivery_tag;
     tracing::trace!(tag, bytes = delivery.data.len(), redelivered = delivery.redelivered, "received");
+    let started = std::time::Instant::now();
     let row = NewDeadLetter::new(Received::from_delivery(queue, &delivery));
-    batch::Pending { acker: delivery.acker, tag, row }
+    batch::Pending { acker: delivery.acker, tag, row, parse: started.elapsed() }
 }
 
 /// Prefetch, batch and linger as one consumer uses them.
