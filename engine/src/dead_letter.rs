@@ -8,7 +8,8 @@
 //! - `headers`: AMQP header tables ⇄ typed JSON, lossless.
 //! - `x_death`, `reason`: what RabbitMQ and the application say about the failure.
 //! - `fingerprint`: which failures are "the same"; `received`: a delivery and its derivations.
-//! - `store`, `model`: the tables and their rows; `body`: bytes for display.
+//! - `store`, `model`: the tables and their rows; `store_batch`: many rows in one commit;
+//!   `body`: bytes for display.
 //! - `ingest`: the consumer role; `depth`: broker-side queue depth samples.
 
 pub mod body;
@@ -20,6 +21,7 @@ pub mod model;
 pub mod reason;
 pub mod received;
 pub mod store;
+pub mod store_batch;
 pub mod x_death;
 
 pub use received::Received;

@@ -1,12 +1,16 @@
-//! The ingest role: consume DLQs, store each dead letter, and only then ack it.
+//! The ingest role: consume DLQs, store dead letters in batches, and only then ack them.
 //!
 //! Policy: manual acks, sent after the storing transaction has committed (invariant 1). A
-//! store error nacks with requeue after a short delay, so the message stays in RabbitMQ and
-//! nothing is ever dropped. Each queue has its own connection and task: a queue that does not
-//! exist (RabbitMQ closes the channel with 404) or a broken connection is retried with backoff
-//! without touching the others. Several ingesters on one queue compete for messages; the
-//! natural key makes a message stored by one and redelivered to another a duplicate, not a
-//! second row.
+//! burst of deliveries (up to `ingest.batch`, or what arrived within `ingest.linger` of the
+//! first) is stored in one transaction and acked with one `multiple` ack (group commit, see
+//! `batch`): one commit per batch rather than per message. A delivery the store refuses is
+//! nacked with requeue after a short delay, alone, so the message stays in RabbitMQ, nothing
+//! is ever dropped and the others go on. Each queue has its own connection and task: a queue
+//! that does not exist (RabbitMQ closes the channel with 404) or a broken connection is
+//! retried with backoff without touching the others. Several ingesters on one queue compete
+//! for messages; the natural key makes a message stored by one and redelivered to another a
+//! duplicate, not a second row. On shutdown a batch still gathering is not stored: closing
+//! the connection requeues it, and its redelivery is stored then.
 
 use std::{
     sync::{
@@ -20,7 +24,7 @@ use anyhow::Context;
 use futures::StreamExt;
 use lapin::{
     message::Delivery,
-    options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions},
+    options::{BasicConsumeOptions, BasicQosOptions},
     protocol::{AMQPErrorKind, AMQPSoftError},
     types::{FieldTable, ShortString},
 };
@@ -29,11 +33,10 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{
-    Received,
-    store::{self, InsertOutcome},
-};
-use crate::settings::IngestSettings;
+use super::{Received, store_batch::NewDeadLetter};
+use crate::{group_commit::Batch, settings::IngestSettings};
+
+mod batch;
 
 /// How long a delivery that could not be stored waits before it is requeued: long enough
 /// not to spin on a database that is down, short enough to resume quickly.
@@ -48,6 +51,8 @@ pub struct IngestStats {
     pub stored: AtomicU64,
     pub duplicates: AtomicU64,
     pub store_errors: AtomicU64,
+    /// Batches flushed: one transaction each (plus one per delivery when a batch is refused).
+    pub batches: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -56,6 +61,7 @@ pub struct IngestCounts {
     pub stored: u64,
     pub duplicates: u64,
     pub store_errors: u64,
+    pub batches: u64,
 }
 
 impl IngestStats {
@@ -65,6 +71,7 @@ impl IngestStats {
             stored: self.stored.load(Ordering::Relaxed),
             duplicates: self.duplicates.load(Ordering::Relaxed),
             store_errors: self.store_errors.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
         }
     }
 }
@@ -78,12 +85,14 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let instance = uuid::Uuid::new_v4();
-    tracing::info!(%instance, queues = ?cfg.queues, prefetch = cfg.prefetch, "ingest starting");
+    let shape = Shape::of(&cfg);
+    tracing::info!(%instance, queues = ?cfg.queues, prefetch = cfg.prefetch, batch = shape.batch,
+        linger_ms = cfg.linger.as_millis() as u64, "ingest starting");
     let mut tasks = tokio::task::JoinSet::new();
     for queue in cfg.queues.iter().cloned() {
         let (pool, url, stats, shutdown) = (pool.clone(), amqp_url.clone(), stats.clone(), shutdown.clone());
         let span = tracing::info_span!("ingest", %queue);
-        tasks.spawn(consume_forever(pool, url, queue, cfg.prefetch, stats, shutdown).instrument(span));
+        tasks.spawn(consume_forever(pool, url, queue, shape, stats, shutdown).instrument(span));
     }
     tasks.spawn(heartbeat(pool, instance, cfg.queues.clone(), stats, shutdown.clone()));
     while let Some(res) = tasks.join_next().await {
@@ -97,14 +106,14 @@ async fn consume_forever(
     pool: PgPool,
     url: String,
     queue: String,
-    prefetch: u16,
+    shape: Shape,
     stats: Arc<IngestStats>,
     shutdown: CancellationToken,
 ) {
     let mut delay = BACKOFF_MIN;
     while !shutdown.is_cancelled() {
         let started = Instant::now();
-        match consume_once(&pool, &url, &queue, prefetch, &stats, &shutdown).await {
+        match consume_once(&pool, &url, &queue, shape, &stats, &shutdown).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = format!("{e:#}"), retry_in_ms = delay.as_millis() as u64, "ingest interrupted")
@@ -132,10 +141,11 @@ async fn consume_once(
     pool: &PgPool,
     url: &str,
     queue: &str,
-    prefetch: u16,
+    shape: Shape,
     stats: &IngestStats,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
+    let prefetch = shape.prefetch;
     let name = ShortString::try_new(queue).map_err(|_| anyhow::anyhow!("queue name longer than 255 bytes"))?;
     let conn = crate::amqp::connect(url, &format!("revenant-ingest {queue}")).await?;
     let result = async {
@@ -152,74 +162,79 @@ async fn consume_once(
                 }
                 Err(e) => return Err(e).context("basic.consume refused"),
             };
-        tracing::info!(prefetch, "consuming");
+        tracing::info!(prefetch, batch = shape.batch, "consuming");
+        let mut gathering: Batch<batch::Pending> = Batch::new(shape.batch, shape.linger);
+        let mut parked = batch::Parked::default();
         loop {
-            let next = tokio::select! {
+            // Deliveries already received come first, so a batch takes in what is there
+            // before its linger runs out; `is_full` bounds it.
+            tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return Ok(()),
-                d = consumer.next() => d,
-            };
-            match next {
-                Some(Ok(delivery)) => handle(pool, queue, delivery, stats, shutdown).await?,
-                Some(Err(e)) => return Err(e).context("consumer failed"),
-                None => anyhow::bail!("the broker cancelled the consumer (queue deleted?)"),
+                _ = until(parked.next_due()) => parked.release_due().await?,
+                next = consumer.next() => match next {
+                    Some(Ok(delivery)) => {
+                        stats.received.fetch_add(1, Ordering::Relaxed);
+                        gathering.push(pending(queue, delivery));
+                        if gathering.is_full() {
+                            batch::flush(pool, gathering.take(), stats, &mut parked).await?;
+                        }
+                    }
+                    Some(Err(e)) => return Err(e).context("consumer failed"),
+                    None => anyhow::bail!("the broker cancelled the consumer (queue deleted?)"),
+                },
+                _ = until(gathering.deadline()) => batch::flush(pool, gathering.take(), stats, &mut parked).await?,
             }
         }
     }
     .await;
-    // Closing returns any unacked deliveries to the queue at once.
+    // Closing returns any unacked deliveries (gathering or parked) to the queue at once.
     let _ = conn.close(200, "revenant ingest stopping".into()).await;
     result
 }
 
-async fn handle(
-    pool: &PgPool,
-    queue: &str,
-    delivery: Delivery,
-    stats: &IngestStats,
-    shutdown: &CancellationToken,
-) -> anyhow::Result<()> {
-    stats.received.fetch_add(1, Ordering::Relaxed);
-    let span = tracing::info_span!(
-        "delivery",
-        tag = delivery.delivery_tag,
-        bytes = delivery.data.len(),
-        message_id = delivery.properties.message_id().as_ref().map(|m| m.as_str()).unwrap_or(""),
-        redelivered = delivery.redelivered,
-    );
-    async {
-        let received = Received::from_delivery(queue, &delivery);
-        match store::insert_committed(pool, &received).await {
-            Ok(outcome) => {
-                match outcome {
-                    InsertOutcome::Inserted(id) => {
-                        stats.stored.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(id, "stored");
-                    }
-                    InsertOutcome::Duplicate(id) => {
-                        stats.duplicates.fetch_add(1, Ordering::Relaxed);
-                        tracing::info!(id, "already stored; acking the redelivery");
-                    }
-                }
-                // Only now, with the row committed, may RabbitMQ forget the message.
-                delivery.acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
-            }
-            Err(e) => {
-                stats.store_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, "cannot store the dead letter; requeueing it");
-                tokio::select! {
-                    // On shutdown, closing the connection requeues it anyway.
-                    _ = shutdown.cancelled() => return Ok(()),
-                    _ = tokio::time::sleep(STORE_RETRY_DELAY) => {}
-                }
-                let nack = BasicNackOptions { requeue: true, multiple: false };
-                delivery.acker.nack(nack).await.context("nack failed")?;
-            }
-        }
-        Ok(())
+/// Waits until `at`, or forever when there is nothing to wait for.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
-    .instrument(span)
-    .await
+}
+
+/// Parses a delivery as soon as it arrives, while the batch is still gathering.
+fn pending(queue: &str, delivery: Delivery) -> batch::Pending {
+    let tag = delivery.delivery_tag;
+    tracing::trace!(tag, bytes = delivery.data.len(), redelivered = delivery.redelivered, "received");
+    let started = std::time::Instant::now();
+    let row = NewDeadLetter::new(Received::from_delivery(queue, &delivery));
+    batch::Pending { acker: delivery.acker, tag, row, parse: started.elapsed() }
+}
+
+/// Prefetch, batch and linger as one consumer uses them.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    prefetch: u16,
+    batch: usize,
+    linger: Duration,
+}
+
+impl Shape {
+    /// A batch larger than the prefetch could never fill (RabbitMQ sends no more until some
+    /// are acked) and would wait its whole linger every time: it is cut to the prefetch.
+    fn of(cfg: &IngestSettings) -> Self {
+        let batch = cfg.batch.max(1);
+        let prefetch = cfg.prefetch;
+        if prefetch > 0 && usize::from(prefetch) < batch {
+            tracing::warn!(
+                prefetch,
+                batch,
+                "ingest.prefetch is below ingest.batch: batches are cut to the prefetch; raise ingest.prefetch \
+                 (twice the batch lets RabbitMQ send the next batch while one commits)"
+            );
+            return Self { prefetch, batch: usize::from(prefetch), linger: cfg.linger };
+        }
+        Self { prefetch, batch, linger: cfg.linger }
+    }
 }
 
 async fn heartbeat(

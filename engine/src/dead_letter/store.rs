@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 pub use super::model::{Cursor, DeadLetter, DeadLetterSummary, FailureGroup, Page, Status};
-use super::received::Received;
+use super::{
+    received::Received,
+    store_batch::{self, NewDeadLetter},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -37,100 +40,18 @@ impl InsertOutcome {
     }
 }
 
-/// PostgreSQL `text` cannot hold NUL: a property or header carrying one would otherwise make
-/// the message unstorable, and requeued forever. It is shown as U+FFFD instead; the header
-/// table (hex-encoded where needed) and the body keep the exact bytes.
-fn pg_text(v: &str) -> String {
-    v.replace('\0', "\u{FFFD}")
-}
-
-/// Stores one dead letter. Run it inside a transaction (`&mut *tx`): the row, its group's
-/// count and its group link must commit together.
+/// Stores one dead letter: a batch of one (see `store_batch`). Run it inside a transaction
+/// (`&mut *tx`): the row, its group's count and its group link must commit together.
 pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutcome, StoreError> {
-    let p = &r.properties;
-    let d = r.derive();
-    let key = r.natural_key();
-    let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| pg_text(x.as_str()));
-    let o = |v: &Option<String>| v.as_deref().map(pg_text);
-    // A timestamp PostgreSQL cannot hold (past year 262143) is stored as NULL rather than
-    // refusing the message forever; the headers and body are still kept whole.
-    let ts = p.timestamp().and_then(|t| i64::try_from(t).ok()).and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO dead_letters (queue, natural_key, message_id, correlation_id, content_type, content_encoding,
-            amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to,
-            headers, body, body_size, exchange, routing_key, reason, original_queue, original_exchange,
-            original_routing_keys, death_count, first_death_at, error_type, error_message, fingerprint)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29)
-         ON CONFLICT ON CONSTRAINT dead_letters_natural_key_key DO NOTHING
-         RETURNING id",
-    )
-    .bind(pg_text(&r.queue))
-    .bind(&key)
-    .bind(s(p.message_id()))
-    .bind(s(p.correlation_id()))
-    .bind(s(p.content_type()))
-    .bind(s(p.content_encoding()))
-    .bind(ts)
-    .bind(s(p.app_id()))
-    .bind(s(p.kind()))
-    .bind(s(p.user_id()))
-    .bind(s(p.cluster_id()))
-    .bind(p.delivery_mode().map(i16::from))
-    .bind(p.priority().map(i16::from))
-    .bind(s(p.expiration()))
-    .bind(s(p.reply_to()))
-    .bind(r.headers_json())
-    .bind(&r.body)
-    .bind(i32::try_from(r.body.len()).unwrap_or(i32::MAX))
-    .bind(pg_text(&r.exchange))
-    .bind(pg_text(&r.routing_key))
-    .bind(d.reason)
-    .bind(o(&d.original_queue))
-    .bind(o(&d.original_exchange))
-    .bind(d.original_routing_keys.iter().map(|k| pg_text(k)).collect::<Vec<_>>())
-    .bind(d.death_count)
-    .bind(d.first_death_at)
-    .bind(o(&d.error_type))
-    .bind(o(&d.error_message))
-    .bind(&d.fingerprint)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(id) = inserted else {
-        let id: i64 = sqlx::query_scalar("SELECT id FROM dead_letters WHERE natural_key = $1")
-            .bind(&key)
-            .fetch_one(&mut *conn)
-            .await?;
-        return Ok(InsertOutcome::Duplicate(id));
-    };
-    let group: i64 = sqlx::query_scalar(
-        "INSERT INTO failure_groups (fingerprint, original_queue, reason, error_type, error_sample, count)
-         VALUES ($1, $2, $3, $4, $5, 1)
-         ON CONFLICT ON CONSTRAINT failure_groups_fingerprint_key
-         DO UPDATE SET count = failure_groups.count + 1, last_seen = now()
-         RETURNING id",
-    )
-    .bind(&d.fingerprint)
-    .bind(pg_text(d.original_queue.as_deref().unwrap_or(&r.queue)))
-    .bind(d.reason)
-    .bind(o(&d.error_type))
-    .bind(o(&d.error_message))
-    .fetch_one(&mut *conn)
-    .await?;
-    sqlx::query("UPDATE dead_letters SET group_id = $1 WHERE id = $2").bind(group).bind(id).execute(&mut *conn).await?;
-    // A replay that died again names the replay item that sent it: link the new dead letter
-    // to the one replayed (lineage), only when that item exists here.
-    if let Some((plan, of)) = crate::replay::lineage::replay_origin(p.headers().as_ref()) {
-        sqlx::query(
-            "UPDATE dead_letters SET replay_of = i.dead_letter_id FROM replay_items i
-             WHERE dead_letters.id = $1 AND i.plan_id = $2 AND i.dead_letter_id = $3",
-        )
-        .bind(id)
-        .bind(plan)
-        .bind(of)
-        .execute(&mut *conn)
-        .await?;
+    let row = NewDeadLetter::new(r.clone());
+    if let Some(Some(id)) = store_batch::insert(&mut *conn, std::slice::from_ref(&row)).await?.first() {
+        return Ok(InsertOutcome::Inserted(*id));
     }
-    Ok(InsertOutcome::Inserted(id))
+    let id: i64 = sqlx::query_scalar("SELECT id FROM dead_letters WHERE natural_key = $1")
+        .bind(row.natural_key())
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(InsertOutcome::Duplicate(id))
 }
 
 /// `insert` in its own transaction, committed before it returns: what the ingester needs

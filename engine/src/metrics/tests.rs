@@ -115,7 +115,7 @@ fn every_line_parses_and_every_family_has_help_and_type() {
     let text = render(
         &input(),
         Counters {
-            ingest: Some(IngestCounts { received: 9, stored: 8, duplicates: 1, store_errors: 0 }),
+            ingest: Some(IngestCounts { received: 9, stored: 8, duplicates: 1, store_errors: 0, batches: 2 }),
             ..Counters::default()
         },
     );

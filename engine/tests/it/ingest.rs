@@ -83,7 +83,7 @@ impl Topology {
     }
 
     /// Ready messages in `queue`, from a passive declare.
-    async fn ready(&self, queue: &str) -> u32 {
+    pub(crate) async fn ready(&self, queue: &str) -> u32 {
         let ch = self.conn.create_channel().await.unwrap();
         let opts = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
         let n = ch.queue_declare(queue.into(), opts, FieldTable::default()).await.unwrap().message_count();
@@ -103,13 +103,16 @@ impl Topology {
 pub(crate) struct Running {
     token: CancellationToken,
     handle: tokio::task::JoinHandle<anyhow::Result<()>>,
-    stats: Arc<IngestStats>,
+    pub(crate) stats: Arc<IngestStats>,
 }
 
 pub(crate) fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
+    start_ingest_with(pool, IngestSettings { queues, prefetch: 50, batch: 50, linger: Duration::from_millis(5) })
+}
+
+pub(crate) fn start_ingest_with(pool: &PgPool, cfg: IngestSettings) -> Running {
     let token = CancellationToken::new();
     let stats = Arc::new(IngestStats::default());
-    let cfg = IngestSettings { queues, prefetch: 50, batch: 50, linger: Duration::from_millis(5) };
     let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, stats.clone(), token.clone()));
     Running { token, handle, stats }
 }
@@ -122,7 +125,7 @@ impl Running {
     }
 }
 
-async fn count(pool: &PgPool, queue: &str) -> i64 {
+pub(crate) async fn count(pool: &PgPool, queue: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1").bind(queue).fetch_one(pool).await.unwrap()
 }
 

@@ -5,6 +5,7 @@ mod alerts;
 mod auth;
 mod demo;
 mod ingest;
+mod ingest_batch;
 mod ingest_corpus;
 mod relay;
 mod replay;

@@ -1,11 +1,16 @@
-//! `revenant bench ingest`: the ingester (store, commit, then ack each dead letter) against
-//! a consumer that only acks, on two durable queues filled with the same N messages.
+//! `revenant bench ingest`: the ingester (store a batch, commit, then ack it) against two
+//! baselines on three durable queues filled with the same N messages: a consumer that only
+//! acks (the broker's speed), and one that stores each message in its own transaction
+//! (`store::insert_committed`), commits, then acks it (the speed of doing it one at a time).
 //!
 //! The messages look like real dead letters: 1 KiB persistent bodies, an `x-death` entry
 //! (rejected from `orders.work`) and an exception type and message spread over four failure
 //! groups, so the ingester parses, fingerprints and counts them as it would in production.
+//! Each storing run is checked by message id (lost, stored twice, unexpected); the last two
+//! lines are the ratios.
 
 use std::{
+    collections::HashSet,
     sync::{Arc, atomic::Ordering::Relaxed},
     time::{Duration, Instant},
 };
@@ -22,7 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Scratch, declare_queue, delete_queues, interruptible, per_sec, ready, wait_until};
 use engine::{
-    dead_letter::ingest::{self, IngestStats},
+    dead_letter::{
+        Received,
+        ingest::{self, IngestCounts, IngestStats},
+        store,
+    },
     settings::{IngestSettings, Settings},
 };
 
@@ -40,18 +49,22 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
         let conn = engine::amqp::connect(&settings.amqp_url, "revenant-bench").await?;
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
-        let raw = declare_queue(&ch, "revenant-bench.ack-only").await?;
-        let res = match declare_queue(&ch, "revenant-bench.dlq").await {
-            Ok(dlq) => {
-                let res = interruptible(bench(settings, &db.pool, &conn, &ch, &raw, &dlq, messages)).await;
-                delete_queues(&settings.amqp_url, &[raw, dlq]).await;
-                res
+        let mut queues = Vec::new();
+        let mut res = Ok(());
+        for prefix in ["revenant-bench.ack-only", "revenant-bench.dlq", "revenant-bench.one-at-a-time"] {
+            match declare_queue(&ch, prefix).await {
+                Ok(q) => queues.push(q),
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
             }
-            Err(e) => {
-                delete_queues(&settings.amqp_url, &[raw]).await;
-                Err(e)
-            }
-        };
+        }
+        if res.is_ok() {
+            let q = Queues { ack_only: &queues[0], ingest: &queues[1], one_at_a_time: &queues[2] };
+            res = interruptible(bench(settings, &db.pool, &conn, &ch, q, messages)).await;
+        }
+        delete_queues(&settings.amqp_url, &queues).await;
         let _ = conn.close(200, "bench done".into()).await;
         res
     }
@@ -60,31 +73,87 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
     res
 }
 
+struct Queues<'a> {
+    ack_only: &'a str,
+    ingest: &'a str,
+    one_at_a_time: &'a str,
+}
+
 async fn bench(
     settings: &Settings,
     pool: &PgPool,
     conn: &Connection,
     ch: &Channel,
-    raw: &str,
-    dlq: &str,
+    q: Queues<'_>,
     n: u32,
 ) -> anyhow::Result<()> {
     let prefetch = settings.ingest.prefetch;
+    let (batch, linger) = (settings.ingest.batch, settings.ingest.linger);
     println!(
-        "ingest bench: {n} dead letters of {BODY_BYTES} B, persistent, in each of two durable queues; prefetch {prefetch}"
+        "ingest bench: {n} dead letters of {BODY_BYTES} B, persistent, in each of three durable queues; \
+         prefetch {prefetch}, batch {batch}, linger {} ms",
+        linger.as_millis()
     );
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let mut filled = Duration::ZERO;
-    for q in [raw, dlq] {
-        filled += fill(ch, q, &run_id, n).await?;
+    for queue in [q.ack_only, q.ingest, q.one_at_a_time] {
+        filled += fill(ch, queue, &run_id, n).await?;
     }
-    println!("  filled both queues: {:.0} messages/s published with confirms", per_sec(2 * u64::from(n), filled));
+    println!("  filled the three queues: {:.0} messages/s published with confirms", per_sec(3 * u64::from(n), filled));
+    let expected: HashSet<String> = (0..n).map(|i| message_id(&run_id, i)).collect();
 
-    let ack_only = consume_only(conn, raw, prefetch, n).await?;
-    println!("  ack only: {n} in {:.2} s = {:.0} messages/s", ack_only.as_secs_f64(), per_sec(n.into(), ack_only));
+    let ack_only = consume_only(conn, q.ack_only, prefetch, n).await?;
+    println!("  ack only:      {n} in {:.2} s = {:.0} messages/s", ack_only.as_secs_f64(), per_sec(n.into(), ack_only));
 
+    let (took, counts) = ingest(settings, pool, q.ingest, n).await?;
+    println!("  ingest:        {n} in {:.2} s = {:.0} messages/s", took.as_secs_f64(), per_sec(n.into(), took));
+    let ingest_check = Check::of(pool, q.ingest, &expected).await?;
+    let groups: i64 = sqlx::query_scalar("SELECT count(*) FROM failure_groups").fetch_one(pool).await?;
+    println!(
+        "    {ingest_check}; failure groups {groups}; batches {}, duplicates acked {}, store errors {}",
+        counts.batches, counts.duplicates, counts.store_errors
+    );
+    // The baseline starts from an empty store too.
+    sqlx::query("TRUNCATE dead_letters, failure_groups CASCADE").execute(pool).await?;
+
+    let one = one_at_a_time(conn, pool, q.one_at_a_time, n).await?;
+    println!("  one at a time: {n} in {:.2} s = {:.0} messages/s", one.as_secs_f64(), per_sec(n.into(), one));
+    let one_check = Check::of(pool, q.one_at_a_time, &expected).await?;
+    println!("    {one_check}");
+
+    let left: Vec<u32> = [q.ack_only, q.ingest, q.one_at_a_time]
+        .into_iter()
+        .map(|queue| ready(conn, queue))
+        .collect::<futures::future::TryJoinAll<_>>()
+        .await?;
+    let (base, rate, one_rate) = (per_sec(n.into(), ack_only), per_sec(n.into(), took), per_sec(n.into(), one));
+    println!();
+    println!("| consumer | messages | s | messages/s | vs ack only |");
+    println!("|---|--:|--:|--:|--:|");
+    println!("| ack only (prefetch {prefetch}) | {n} | {:.2} | {base:.0} | 1.00× |", ack_only.as_secs_f64());
+    println!(
+        "| one at a time: store, commit, ack each (prefetch {ONE_AT_A_TIME_PREFETCH}) | {n} | {:.2} | {one_rate:.0} | {:.2}× |",
+        one.as_secs_f64(),
+        one_rate / base
+    );
+    println!(
+        "| Revenant ingest: store {batch}, commit, ack multiple (prefetch {prefetch}) | {n} | {:.2} | {rate:.0} | {:.2}× |",
+        took.as_secs_f64(),
+        rate / base
+    );
+    println!();
+    println!("left on the queues: {left:?}");
+    let ok = ingest_check.is_exact() && one_check.is_exact() && left.iter().all(|l| *l == 0);
+    println!("ratio ingest/ack-only: {:.2}", rate / base);
+    println!("ratio ingest/one-at-a-time: {:.2}", rate / one_rate);
+    anyhow::ensure!(ok, "the ingest check failed: expected every message stored once and empty queues");
+    Ok(())
+}
+
+/// The ingester on `queue` until it has settled `n` deliveries.
+async fn ingest(settings: &Settings, pool: &PgPool, queue: &str, n: u32) -> anyhow::Result<(Duration, IngestCounts)> {
     let stats = Arc::new(IngestStats::default());
-    let cfg = IngestSettings { queues: vec![dlq.to_string()], prefetch, ..settings.ingest.clone() };
+    let cfg = IngestSettings { queues: vec![queue.to_string()], ..settings.ingest.clone() };
     let stop = CancellationToken::new();
     let start = Instant::now();
     let handle = tokio::spawn(ingest::run(pool.clone(), settings.amqp_url.clone(), cfg, stats.clone(), stop.clone()));
@@ -105,32 +174,78 @@ async fn bench(
         Err(_) => anyhow::bail!("the ingester did not stop within 30 s"),
     }
     waited?;
-    println!("  ingest:   {n} in {:.2} s = {:.0} messages/s", took.as_secs_f64(), per_sec(n.into(), took));
+    Ok((took, stats.snapshot()))
+}
 
-    let counts = stats.snapshot();
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters").fetch_one(pool).await?;
-    let groups: i64 = sqlx::query_scalar("SELECT count(*) FROM failure_groups").fetch_one(pool).await?;
-    let (left_raw, left_dlq) = (ready(conn, raw).await?, ready(conn, dlq).await?);
-    let (base, rate) = (per_sec(n.into(), ack_only), per_sec(n.into(), took));
-    println!();
-    println!("| consumer | messages | s | messages/s | vs ack only |");
-    println!("|---|--:|--:|--:|--:|");
-    println!("| ack only (prefetch {prefetch}) | {n} | {:.2} | {base:.0} | 1.0× |", ack_only.as_secs_f64());
-    println!(
-        "| Revenant ingest: store, commit, ack (prefetch {prefetch}) | {n} | {:.2} | {rate:.0} | {:.2}× |",
-        took.as_secs_f64(),
-        rate / base
-    );
-    println!();
-    println!(
-        "stored rows {rows}, failure groups {groups}, duplicates {}, store errors {}, left on queues {left_raw} + {left_dlq}",
-        counts.duplicates, counts.store_errors
-    );
-    anyhow::ensure!(
-        rows == i64::from(n) && left_raw == 0 && left_dlq == 0 && counts.duplicates == 0,
-        "the ingest check failed: expected {n} rows and empty queues"
-    );
-    Ok(())
+/// What a storing run left in `dead_letters`, by message id, against what was published.
+struct Check {
+    rows: i64,
+    lost: usize,
+    duplicates: i64,
+    unexpected: usize,
+}
+
+impl Check {
+    async fn of(pool: &PgPool, queue: &str, expected: &HashSet<String>) -> anyhow::Result<Check> {
+        let stored: Vec<(Option<String>, i64)> =
+            sqlx::query_as("SELECT message_id, count(*) FROM dead_letters WHERE queue = $1 GROUP BY message_id")
+                .bind(queue)
+                .fetch_all(pool)
+                .await?;
+        let mut seen = HashSet::new();
+        let (mut rows, mut duplicates, mut unexpected) = (0, 0, 0);
+        for (id, times) in stored {
+            rows += times;
+            duplicates += times - 1;
+            match id {
+                Some(id) if expected.contains(&id) => {
+                    seen.insert(id);
+                }
+                _ => unexpected += 1,
+            }
+        }
+        Ok(Check { rows, lost: expected.len() - seen.len(), duplicates, unexpected })
+    }
+
+    fn is_exact(&self) -> bool {
+        self.lost == 0 && self.duplicates == 0 && self.unexpected == 0
+    }
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "stored rows {}: lost {}, duplicates {}, unexpected {}",
+            self.rows, self.lost, self.duplicates, self.unexpected
+        )
+    }
+}
+
+const ONE_AT_A_TIME_PREFETCH: u16 = 100;
+
+/// The plain way: for each delivery in turn, the real single-message store in its own
+/// transaction, commit, then ack.
+async fn one_at_a_time(conn: &Connection, pool: &PgPool, queue: &str, n: u32) -> anyhow::Result<Duration> {
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    ch.basic_qos(ONE_AT_A_TIME_PREFETCH, BasicQosOptions::default()).await.context("basic.qos refused")?;
+    let tag = format!("revenant-bench-one-at-a-time-{}", uuid::Uuid::new_v4().simple());
+    let start = Instant::now();
+    let mut consumer =
+        ch.basic_consume(queue.into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default()).await?;
+    for got in 0..n {
+        let d = match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
+            Ok(Some(Ok(d))) => d,
+            Ok(Some(Err(e))) => return Err(e).context("the one-at-a-time consumer failed"),
+            Ok(None) | Err(_) => anyhow::bail!("the one-at-a-time consumer stopped at {got} of {n}"),
+        };
+        let r = Received::from_delivery(queue, &d);
+        store::insert_committed(pool, &r).await.context("the one-at-a-time store failed")?;
+        d.acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
+    }
+    let took = start.elapsed();
+    let _ = ch.close(200, "one-at-a-time done".into()).await;
+    Ok(took)
 }
 
 /// A dead letter as RabbitMQ hands it to a DLQ after a consumer rejected it.
@@ -159,13 +274,17 @@ fn dead_letter(run_id: &str, i: u32, now: u64) -> (BasicProperties, Vec<u8>) {
     headers.insert("x-exception-type".into(), AMQPValue::LongString(error_type.into()));
     headers.insert("x-exception-message".into(), AMQPValue::LongString(message.replace("{}", &i.to_string()).into()));
     let props = BasicProperties::default()
-        .with_message_id(format!("bench-{run_id}-{i}").into())
+        .with_message_id(message_id(run_id, i).into())
         .with_type("order.placed".into())
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
         .with_timestamp(now)
         .with_headers(headers);
     (props, body.into_bytes())
+}
+
+fn message_id(run_id: &str, i: u32) -> String {
+    format!("bench-{run_id}-{i}")
 }
 
 /// Publishes `n` dead letters with confirms, up to 1 000 awaiting at once.

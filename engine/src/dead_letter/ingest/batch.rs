@@ -1,0 +1,178 @@
+//! One batch of deliveries: stored in one transaction, then acked; a refused one isolated.
+//!
+//! Policy: a batch is acked only after its transaction has committed (invariant 1), with one
+//! `basic.ack multiple` on its highest delivery tag. `multiple` also settles every lower tag
+//! still unacked on the channel, so it is used only while no refused delivery is waiting for
+//! its delayed nack; otherwise each delivery is acked on its own. When PostgreSQL refuses the
+//! batch statement, the deliveries are stored one at a time (each its own transaction) so
+//! that one unstorable message costs the others nothing: those stored are acked at once, the
+//! refused one is *parked* and nacked with requeue after `STORE_RETRY_DELAY`, alone, while
+//! the consumer carries on. A failure that is not a refusal (connection lost, pool exhausted)
+//! parks the whole batch without trying each row.
+
+use std::{collections::VecDeque, sync::atomic::Ordering};
+
+use anyhow::Context;
+use lapin::{
+    Acker,
+    options::{BasicAckOptions, BasicNackOptions},
+};
+use sqlx::PgPool;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::{IngestStats, STORE_RETRY_DELAY};
+use crate::dead_letter::store_batch::{self, NewDeadLetter};
+
+/// A delivery read and parsed, waiting for its batch to commit.
+pub(super) struct Pending {
+    pub acker: Acker,
+    pub tag: u64,
+    pub row: NewDeadLetter,
+    /// Time spent parsing it (for the batch's stage timings).
+    pub parse: std::time::Duration,
+}
+
+/// Deliveries the store refused, each nacked (requeued) once its delay is over. They all
+/// wait the same delay, so the queue is in due order.
+#[derive(Default)]
+pub(super) struct Parked {
+    waiting: VecDeque<(Instant, Acker)>,
+}
+
+impl Parked {
+    fn park(&mut self, acker: Acker) {
+        self.waiting.push_back((Instant::now() + STORE_RETRY_DELAY, acker));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// When the oldest parked delivery is due for its nack.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.waiting.front().map(|(due, _)| *due)
+    }
+
+    /// Nacks (with requeue) every parked delivery whose delay is over.
+    pub async fn release_due(&mut self) -> anyhow::Result<()> {
+        let now = Instant::now();
+        while let Some((due, _)) = self.waiting.front() {
+            if *due > now {
+                break;
+            }
+            if let Some((_, acker)) = self.waiting.pop_front() {
+                let nack = BasicNackOptions { requeue: true, multiple: false };
+                acker.nack(nack).await.context("nack failed")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stores `items` and settles each one: acked once committed, or parked.
+pub(super) async fn flush(
+    pool: &PgPool,
+    items: Vec<Pending>,
+    stats: &IngestStats,
+    parked: &mut Parked,
+) -> anyhow::Result<()> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+    let span = tracing::info_span!("batch", size = items.len());
+    async {
+        let parse_us: u128 = items.iter().map(|p| p.parse.as_micros()).sum();
+        let (ackers, rows): (Vec<(Acker, u64)>, Vec<NewDeadLetter>) =
+            items.into_iter().map(|p| ((p.acker, p.tag), p.row)).unzip();
+        let started = Instant::now();
+        match store_batch::insert_committed(pool, &rows).await {
+            Ok(outcomes) => {
+                let store_us = started.elapsed().as_micros();
+                count(stats, &outcomes);
+                // Only now, with the rows committed, may RabbitMQ forget the messages.
+                ack_all(&ackers, parked.is_empty()).await?;
+                // Stage timings, to see where a batch's time goes (RUST_LOG=engine=debug).
+                tracing::debug!(
+                    stored = outcomes.iter().flatten().count(),
+                    parse_us,
+                    store_us,
+                    ack_us = started.elapsed().as_micros() - store_us,
+                    "batch stored"
+                );
+            }
+            Err(e) if store_batch::is_refusal(&e) && rows.len() > 1 => {
+                tracing::warn!(error = %e, "the batch was refused; storing its deliveries one at a time");
+                one_at_a_time(pool, ackers, rows, stats, parked).await?;
+            }
+            Err(e) => {
+                stats.store_errors.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                tracing::warn!(error = %e, "cannot store the batch; requeueing its deliveries after a delay");
+                for (acker, _) in ackers {
+                    parked.park(acker);
+                }
+            }
+        }
+        Ok(())
+    }
+    .instrument(span)
+    .await
+}
+
+fn count(stats: &IngestStats, outcomes: &[Option<i64>]) {
+    let stored = outcomes.iter().flatten().count() as u64;
+    stats.stored.fetch_add(stored, Ordering::Relaxed);
+    stats.duplicates.fetch_add(outcomes.len() as u64 - stored, Ordering::Relaxed);
+}
+
+/// Acks a committed batch: one `multiple` ack when no lower tag may be outstanding.
+async fn ack_all(ackers: &[(Acker, u64)], multiple_is_safe: bool) -> anyhow::Result<()> {
+    if multiple_is_safe {
+        if let Some((highest, _)) = ackers.iter().max_by_key(|(_, tag)| *tag) {
+            highest.ack(BasicAckOptions { multiple: true }).await.context("ack failed")?;
+        }
+        return Ok(());
+    }
+    for (acker, _) in ackers {
+        acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
+    }
+    Ok(())
+}
+
+async fn one_at_a_time(
+    pool: &PgPool,
+    ackers: Vec<(Acker, u64)>,
+    rows: Vec<NewDeadLetter>,
+    stats: &IngestStats,
+    parked: &mut Parked,
+) -> anyhow::Result<()> {
+    let mut reachable = true;
+    for ((acker, tag), row) in ackers.into_iter().zip(rows) {
+        if !reachable {
+            stats.store_errors.fetch_add(1, Ordering::Relaxed);
+            parked.park(acker);
+            continue;
+        }
+        match store_batch::insert_committed(pool, std::slice::from_ref(&row)).await {
+            Ok(outcome) => {
+                count(stats, &outcome);
+                acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
+            }
+            Err(e) => {
+                stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                // Ids and sizes only: never the payload.
+                tracing::warn!(
+                    error = %e,
+                    tag,
+                    message_id = row.message_id().unwrap_or(""),
+                    bytes = row.body_len(),
+                    "cannot store the dead letter; requeueing it after a delay"
+                );
+                reachable = store_batch::is_refusal(&e);
+                parked.park(acker);
+            }
+        }
+    }
+    Ok(())
+}
