@@ -46,7 +46,7 @@ pub enum BenchCommand {
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
-        /// Messages (1 KiB, persistent) in each of the two queues.
+        /// Messages (1 KiB, persistent) in each of the three queues (ack-only, ingest, one-at-a-time).
         #[arg(long, default_value_t = 20_000)]
         messages: u32,
     },

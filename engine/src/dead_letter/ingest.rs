@@ -3,7 +3,9 @@
 //! Policy: manual acks, sent after the storing transaction has committed (invariant 1). A
 //! burst of deliveries (up to `ingest.batch`, or what arrived within `ingest.linger` of the
 //! first) is stored in one transaction and acked with one `multiple` ack (group commit, see
-//! `batch`): one commit per batch rather than per message. A delivery the store refuses is
+//! `batch`): one commit per batch rather than per message. While one batch commits, the
+//! next gathers and is parsed; it is flushed only after the first has acked, so acks go out
+//! in tag order. A delivery the store refuses is
 //! nacked with requeue after a short delay, alone, so the message stays in RabbitMQ, nothing
 //! is ever dropped and the others go on. Each queue has its own connection and task: a queue
 //! that does not exist (RabbitMQ closes the channel with 404) or a broken connection is
@@ -21,7 +23,7 @@ use std::{
 };
 
 use anyhow::Context;
-use futures::StreamExt;
+use futures::{StreamExt, future::BoxFuture};
 use lapin::{
     message::Delivery,
     options::{BasicConsumeOptions, BasicQosOptions},
@@ -164,26 +166,64 @@ async fn consume_once(
             };
         tracing::info!(prefetch, batch = shape.batch, "consuming");
         let mut gathering: Batch<batch::Pending> = Batch::new(shape.batch, shape.linger);
-        let mut parked = batch::Parked::default();
+        // The parked deliveries travel with the flush in flight (it may park more) and come
+        // back when it is done: `None` while a flush runs.
+        let mut parked = Some(batch::Parked::default());
+        // One batch commits while the next gathers and parses; acks stay in tag order because
+        // a second flush starts only after the first has acked.
+        let mut flushing: Option<BoxFuture<'_, anyhow::Result<batch::Parked>>> = None;
         loop {
+            let due = gathering.is_full() || gathering.deadline().is_some_and(|d| d <= tokio::time::Instant::now());
+            if flushing.is_none()
+                && due
+                && let Some(p) = parked.take()
+            {
+                let items = gathering.take();
+                flushing = Some(Box::pin(async move {
+                    let mut p = p;
+                    batch::flush(pool, items, stats, &mut p).await?;
+                    Ok(p)
+                }));
+            }
+            // A full batch waits for the flush in flight rather than grow past `batch`
+            // (the prefetch, not this loop, bounds what RabbitMQ has sent us).
+            let take_more = !gathering.is_full();
+            let gather_deadline = if flushing.is_none() { gathering.deadline() } else { None };
+            let parked_due = parked.as_ref().and_then(batch::Parked::next_due);
             // Deliveries already received come first, so a batch takes in what is there
             // before its linger runs out; `is_full` bounds it.
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = until(parked.next_due()) => parked.release_due().await?,
-                next = consumer.next() => match next {
+                _ = shutdown.cancelled() => {
+                    // A flush in flight finishes its commit and acks; the rest goes back.
+                    if let Some(f) = flushing.take() {
+                        f.await?;
+                    }
+                    return Ok(());
+                }
+                done = async {
+                    match flushing.as_mut() {
+                        Some(f) => f.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    flushing = None;
+                    parked = Some(done?);
+                }
+                _ = until(parked_due) => {
+                    if let Some(p) = parked.as_mut() {
+                        p.release_due().await?;
+                    }
+                }
+                next = consumer.next(), if take_more => match next {
                     Some(Ok(delivery)) => {
                         stats.received.fetch_add(1, Ordering::Relaxed);
                         gathering.push(pending(queue, delivery));
-                        if gathering.is_full() {
-                            batch::flush(pool, gathering.take(), stats, &mut parked).await?;
-                        }
                     }
                     Some(Err(e)) => return Err(e).context("consumer failed"),
                     None => anyhow::bail!("the broker cancelled the consumer (queue deleted?)"),
                 },
-                _ = until(gathering.deadline()) => batch::flush(pool, gathering.take(), stats, &mut parked).await?,
+                _ = until(gather_deadline) => {}
             }
         }
     }
