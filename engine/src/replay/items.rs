@@ -129,7 +129,10 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
 /// re-send already marked) are left alone, so counters stay exact. Returns how many changed.
 ///
 /// The plan's row is locked first, as `plan::cancel` does, so a flush and a cancel queue up
-/// behind each other instead of deadlocking over the items they both touch.
+/// behind each other instead of deadlocking over the items they both touch. The items are
+/// found with `= ANY($2)` on the primary key: that is an index condition whatever the
+/// statistics say, where a semi-join on `unnest` was planned, on a fresh plan's items not yet
+/// analyzed, as a loop over every pending item of the plan (200 ms a group instead of 2).
 pub async fn mark_sent(db: impl PgExecutor<'_>, plan_id: i64, dead_letter_ids: &[i64]) -> sqlx::Result<u64> {
     if dead_letter_ids.is_empty() {
         return Ok(0);
@@ -139,7 +142,7 @@ pub async fn mark_sent(db: impl PgExecutor<'_>, plan_id: i64, dead_letter_ids: &
          o AS (
             SELECT i.dead_letter_id, i.status AS was FROM replay_items i
             WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1
-              AND i.dead_letter_id IN (SELECT unnest($2::bigint[])) AND i.status IN ('pending', 'cancelled')
+              AND i.dead_letter_id = ANY($2::bigint[]) AND i.status IN ('pending', 'cancelled')
             ORDER BY i.dead_letter_id FOR UPDATE OF i),
          it AS (
             UPDATE replay_items i SET status = 'sent', sent_at = now(), settled_at = now(), error = NULL

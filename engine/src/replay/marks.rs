@@ -35,8 +35,8 @@ pub(super) enum Mark {
     Failed(i64, String),
 }
 
-/// `(sent marked, failed marked)`, or the error of the last attempt.
-type Flushed = (usize, sqlx::Result<(u64, u64)>);
+/// Marks written, `(sent marked, failed marked)` or the last attempt's error, and how long it took.
+type Flushed = (usize, Result<(u64, u64), String>, Duration);
 
 /// Attempts per flush before its marks are dropped (and their items re-sent).
 const ATTEMPTS: u32 = 3;
@@ -48,6 +48,9 @@ pub(super) struct Marks {
     pool: PgPool,
     plan_id: i64,
     stats: Arc<ReplayStats>,
+    /// Flushes done and the time they took, for the plan's closing log line.
+    pub(super) flushes: u64,
+    pub(super) flush_time: Duration,
 }
 
 impl Marks {
@@ -59,6 +62,8 @@ impl Marks {
             pool,
             plan_id,
             stats,
+            flushes: 0,
+            flush_time: Duration::ZERO,
         }
     }
 
@@ -95,20 +100,27 @@ impl Marks {
         }
         let marks = self.waiting.take();
         self.flushing_len = marks.len();
-        let (pool, plan_id) = (self.pool.clone(), self.plan_id);
-        self.flushing = Some(Box::pin(async move {
+        let (pool, plan_id, len) = (self.pool.clone(), self.plan_id, marks.len());
+        // A task of its own: a query only progresses while polled, and the send loop, busy
+        // with confirms, would otherwise starve it.
+        let flush = tokio::spawn(async move {
+            let started = Instant::now();
             let mut attempt = 1;
             loop {
-                let res = write(&pool, plan_id, &marks).await;
-                match res {
+                match write(&pool, plan_id, &marks).await {
                     Err(e) if attempt < ATTEMPTS => {
                         tracing::debug!(plan_id, attempt, error = %e, "cannot commit replay marks; retrying");
                         tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
                         attempt += 1;
                     }
-                    res => return (marks.len(), res),
+                    res => return (res.map_err(|e| e.to_string()), started.elapsed()),
                 }
             }
+        });
+        self.flushing = Some(Box::pin(async move {
+            let (res, took) =
+                flush.await.unwrap_or_else(|e| (Err(format!("the flush task failed: {e}")), Duration::ZERO));
+            (len, res, took)
         }));
     }
 
@@ -117,13 +129,22 @@ impl Marks {
         let Some(flush) = self.flushing.as_mut() else {
             return std::future::pending().await;
         };
-        let (len, res) = flush.await;
+        let (len, res, took) = flush.await;
         self.flushing = None;
         self.flushing_len = 0;
+        self.flushes += 1;
+        self.flush_time += took;
         match res {
             Ok((sent, failed)) => {
                 self.stats.sent.fetch_add(sent, std::sync::atomic::Ordering::Relaxed);
-                tracing::debug!(plan_id = self.plan_id, marks = len, sent, failed, "replay marks committed");
+                tracing::debug!(
+                    plan_id = self.plan_id,
+                    marks = len,
+                    sent,
+                    failed,
+                    took_us = took.as_micros() as u64,
+                    "replay marks committed"
+                );
             }
             Err(e) => tracing::warn!(plan_id = self.plan_id, marks = len, error = %e,
                 "cannot commit replay marks; those items stay pending and will be sent again"),

@@ -37,15 +37,49 @@ use super::{
 };
 
 type Confirmed = (i64, Result<lapin::Result<Confirmation>, Elapsed>);
-type Read = BoxFuture<'static, sqlx::Result<Vec<Outgoing>>>;
+type Read = BoxFuture<'static, (sqlx::Result<Vec<Outgoing>>, Duration)>;
 
 /// What woke the send loop.
 enum Wake {
     Confirmed(Confirmed),
     Flushed,
-    Read(sqlx::Result<Vec<Outgoing>>),
+    Read((sqlx::Result<Vec<Outgoing>>, Duration)),
     Stop,
     Timer,
+}
+
+/// Where one sender's time went, logged when it stops (the bench reads it to find the slow stage).
+#[derive(Default)]
+struct Timings {
+    reads: u64,
+    /// Reading items (beside the sending: overlaps the rest).
+    read: Duration,
+    published: u64,
+    /// Handing publishes to the client (the loop waits on it).
+    publish: Duration,
+    /// Waiting with a full window (or no room for marks): the broker's confirms.
+    window_full: Duration,
+    /// Waiting with nothing read yet: PostgreSQL's reads.
+    starved: Duration,
+}
+
+impl Timings {
+    fn log(&self, plan_id: i64, took: Duration, marks: &Marks) {
+        let ms = |d: Duration| d.as_millis() as u64;
+        tracing::info!(
+            plan_id,
+            took_ms = ms(took),
+            published = self.published,
+            publish_ms = ms(self.publish),
+            window_full_ms = ms(self.window_full),
+            starved_ms = ms(self.starved),
+            reads = self.reads,
+            read_ms = ms(self.read),
+            flushes = marks.flushes,
+            flush_ms = ms(marks.flush_time),
+            "replay sender stopped"
+        );
+    }
 }
 
 struct Sender<'a> {
@@ -99,7 +133,15 @@ impl Sender<'_> {
     /// waits on PostgreSQL.
     fn read(&self, after: i64) -> Read {
         let (pool, plan_id, limit) = (self.pool.clone(), self.plan.id, self.cfg.batch.max(1));
-        Box::pin(async move { items::next_pending(&pool, plan_id, after, limit).await })
+        // A task of its own, so the query progresses while the loop is busy with confirms.
+        let read = tokio::spawn(async move {
+            let started = Instant::now();
+            (items::next_pending(&pool, plan_id, after, limit).await, started.elapsed())
+        });
+        Box::pin(async move {
+            read.await
+                .unwrap_or_else(|e| (Err(sqlx::Error::Protocol(format!("the read task failed: {e}"))), Duration::ZERO))
+        })
     }
 
     async fn send_all(&mut self, owner: Uuid, stop: &CancellationToken, marks: &mut Marks) -> anyhow::Result<()> {
@@ -115,6 +157,8 @@ impl Sender<'_> {
         let mut next_read = Instant::now();
         let mut next_control = Instant::now() + self.cfg.control_every;
         let mut result = Ok(());
+        let mut t = Timings::default();
+        let started = Instant::now();
         loop {
             if stop.is_cancelled() {
                 stopping = true;
@@ -138,7 +182,11 @@ impl Sender<'_> {
                     if let Some(i) = interval {
                         next_slot = next_slot.max(now) + i;
                     }
-                    match self.publish(item, marks).await {
+                    let publishing = Instant::now();
+                    let published = self.publish(item, marks).await;
+                    t.published += 1;
+                    t.publish += publishing.elapsed();
+                    match published {
                         Ok(Some(confirm)) => in_flight.push(confirm),
                         Ok(None) => stopping |= self.plan.ordered,
                         Err(e) => {
@@ -178,9 +226,10 @@ impl Sender<'_> {
             if let Some(due) = marks.due_at() {
                 wake_at = wake_at.min(due);
             }
+            let waiting = Instant::now();
             let wake = tokio::select! {
+                // Finished flushes and reads first: a steady stream of confirms must not hide them.
                 biased;
-                Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
                 _ = marks.flushed(), if marks.is_flushing() => Wake::Flushed,
                 r = async {
                     match reading.as_mut() {
@@ -188,9 +237,15 @@ impl Sender<'_> {
                         None => std::future::pending().await,
                     }
                 }, if reading.is_some() => Wake::Read(r),
+                Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
                 _ = stop.cancelled(), if !stopping => Wake::Stop,
                 _ = tokio::time::sleep_until(wake_at) => Wake::Timer,
             };
+            let waited = waiting.elapsed();
+            if !sending && !stopping {
+                // Nothing could be sent: the window was full, or no item was read yet.
+                if buffer.is_empty() { t.starved += waited } else { t.window_full += waited }
+            }
             match wake {
                 Wake::Confirmed(done) => match self.settle(done, marks).await {
                     Ok(true) => {}
@@ -201,8 +256,10 @@ impl Sender<'_> {
                         stopping = true;
                     }
                 },
-                Wake::Read(res) => {
+                Wake::Read((res, took)) => {
                     reading = None;
+                    t.reads += 1;
+                    t.read += took;
                     match res {
                         Ok(batch) => {
                             exhausted = (batch.len() as i64) < limit;
@@ -219,6 +276,7 @@ impl Sender<'_> {
                 Wake::Flushed | Wake::Timer => {}
             }
         }
+        t.log(plan_id, started.elapsed(), marks);
         result
     }
 
