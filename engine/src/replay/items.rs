@@ -166,6 +166,8 @@ pub async fn mark_sent(db: impl PgExecutor<'_>, plan_id: i64, dead_letter_ids: &
 
 /// After returns, nacks, or refusals before sending: each item failed with its reason and its
 /// dead letter awaits triage again, one statement for the group. Returns how many changed.
+/// Found and locked as in [`mark_sent`] (`IN ('pending', 'cancelled')` keeps the planner off
+/// the partial pending index, which it would otherwise walk whole on a fresh plan).
 pub async fn mark_failed(db: impl PgExecutor<'_>, plan_id: i64, failed: &[(i64, String)]) -> sqlx::Result<u64> {
     if failed.is_empty() {
         return Ok(0);
@@ -174,11 +176,16 @@ pub async fn mark_failed(db: impl PgExecutor<'_>, plan_id: i64, failed: &[(i64, 
     let reasons: Vec<&str> = failed.iter().map(|f| f.1.as_str()).collect();
     let n: i64 = sqlx::query_scalar(
         "WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
+         o AS (
+            SELECT i.dead_letter_id, i.status AS was FROM replay_items i
+            WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1
+              AND i.dead_letter_id = ANY($2::bigint[]) AND i.status IN ('pending', 'cancelled')
+            ORDER BY i.dead_letter_id FOR UPDATE OF i),
          it AS (
             UPDATE replay_items i SET status = 'failed', error = u.reason, settled_at = now()
-            FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)
-            WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1 AND i.dead_letter_id = u.id
-              AND i.status = 'pending'
+            FROM o, unnest($2::bigint[], $3::text[]) AS u(id, reason)
+            WHERE o.was = 'pending' AND u.id = o.dead_letter_id
+              AND i.plan_id = $1 AND i.dead_letter_id = o.dead_letter_id
             RETURNING i.dead_letter_id),
          dl AS (
             UPDATE dead_letters SET status = 'awaiting'
