@@ -6,7 +6,8 @@
 //! on the plan) sends each item with publisher confirms, persistent and `mandatory`, as an
 //! exact copy of the dead letter (of its latest edit, if edited, plus `x-revenant-edited`)
 //! plus `x-revenant-replay-id` / `x-revenant-replayed-by`, and marks it sent only after its
-//! own confirm. A crash re-sends what was not marked (at-least-once, never lost); a return
+//! own confirm, in group commits of many marks (`marks`). A crash re-sends what was not
+//! marked, at most the window plus `mark_batch` (at-least-once, never lost); a return
 //! or nack marks the item failed with the broker's reason and puts the dead letter back to
 //! awaiting.
 //!
@@ -14,7 +15,7 @@
 //! - `selection`: a selection → the SQL that resolves it, streamed inside PostgreSQL.
 //! - `preview`: what a plan would do; `plan`: create, pause, resume, cancel, each audited
 //!   with its effect; `progress`: plans, their counters and items.
-//! - `items`: the publisher's reads and its per-confirm marks.
+//! - `items`: the publisher's reads and its group marks; `marks`: a plan's mark flusher.
 //! - `broker`: passive checks (exchange exists, queue consumers) on throwaway channels.
 //! - `publisher`, `sender`: the worker role, and one plan's send loop.
 //! - `autopause`, `lineage`, `stats`: the died-again brake, a message's story, counters.
@@ -25,6 +26,7 @@ pub mod broker;
 pub mod edit;
 pub mod items;
 pub mod lineage;
+pub mod marks;
 pub mod model;
 pub mod plan;
 pub mod preview;

@@ -1,5 +1,5 @@
 //! The publisher's side of the tables: leasing plans, reading items to send, and the
-//! single-statement marks it writes after each confirm.
+//! single-statement group marks it writes after confirms.
 //!
 //! Policy: every statement here is short and stands alone; none is ever open while the broker
 //! is awaited. A plan is sent by whoever holds its lease; the lease is renewed while sending
@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::model::{PLAN_COLUMNS, Plan};
@@ -123,15 +123,30 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
         .collect())
 }
 
-/// After a confirm: the item is sent and its dead letter replayed. An item cancelled while
-/// its publish was in flight is recorded as sent too: it did reach the broker.
-pub async fn mark_sent(pool: &PgPool, plan_id: i64, dead_letter_id: i64) -> sqlx::Result<bool> {
+/// After their confirms: the items are sent and their dead letters replayed, in one
+/// statement for the whole group. An item cancelled while its publish was in flight is
+/// recorded as sent too: it did reach the broker. Items no longer pending or cancelled (a
+/// re-send already marked) are left alone, so counters stay exact. Returns how many changed.
+///
+/// The plan's row is locked first, as `plan::cancel` does, so a flush and a cancel queue up
+/// behind each other instead of deadlocking over the items they both touch. The items are
+/// found with `= ANY($2)` on the primary key: that is an index condition whatever the
+/// statistics say, where a semi-join on `unnest` was planned, on a fresh plan's items not yet
+/// analyzed, as a loop over every pending item of the plan (200 ms a group instead of 2).
+pub async fn mark_sent(db: impl PgExecutor<'_>, plan_id: i64, dead_letter_ids: &[i64]) -> sqlx::Result<u64> {
+    if dead_letter_ids.is_empty() {
+        return Ok(0);
+    }
     let n: i64 = sqlx::query_scalar(
-        "WITH it AS (
+        "WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
+         o AS (
+            SELECT i.dead_letter_id, i.status AS was FROM replay_items i
+            WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1
+              AND i.dead_letter_id = ANY($2::bigint[]) AND i.status IN ('pending', 'cancelled')
+            ORDER BY i.dead_letter_id FOR UPDATE OF i),
+         it AS (
             UPDATE replay_items i SET status = 'sent', sent_at = now(), settled_at = now(), error = NULL
-            FROM (SELECT plan_id, dead_letter_id, status AS was FROM replay_items
-                  WHERE plan_id = $1 AND dead_letter_id = $2 FOR UPDATE) o
-            WHERE i.plan_id = o.plan_id AND i.dead_letter_id = o.dead_letter_id AND o.was IN ('pending', 'cancelled')
+            FROM o WHERE i.plan_id = $1 AND i.dead_letter_id = o.dead_letter_id
             RETURNING i.dead_letter_id, o.was),
          dl AS (
             UPDATE dead_letters SET status = 'replayed'
@@ -143,19 +158,35 @@ pub async fn mark_sent(pool: &PgPool, plan_id: i64, dead_letter_id: i64) -> sqlx
          SELECT count(*) FROM it",
     )
     .bind(plan_id)
-    .bind(dead_letter_id)
-    .fetch_one(pool)
+    .bind(dead_letter_ids)
+    .fetch_one(db)
     .await?;
-    Ok(n == 1)
+    Ok(n as u64)
 }
 
-/// After a return, a nack, or a refusal before sending: the item failed with `reason` and
-/// its dead letter awaits triage again.
-pub async fn mark_failed(pool: &PgPool, plan_id: i64, dead_letter_id: i64, reason: &str) -> sqlx::Result<bool> {
+/// After returns, nacks, or refusals before sending: each item failed with its reason and its
+/// dead letter awaits triage again, one statement for the group. Returns how many changed.
+/// Found and locked as in [`mark_sent`] (`IN ('pending', 'cancelled')` keeps the planner off
+/// the partial pending index, which it would otherwise walk whole on a fresh plan).
+pub async fn mark_failed(db: impl PgExecutor<'_>, plan_id: i64, failed: &[(i64, String)]) -> sqlx::Result<u64> {
+    if failed.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<i64> = failed.iter().map(|f| f.0).collect();
+    let reasons: Vec<&str> = failed.iter().map(|f| f.1.as_str()).collect();
     let n: i64 = sqlx::query_scalar(
-        "WITH it AS (
-            UPDATE replay_items SET status = 'failed', error = $3, settled_at = now()
-            WHERE plan_id = $1 AND dead_letter_id = $2 AND status = 'pending' RETURNING dead_letter_id),
+        "WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
+         o AS (
+            SELECT i.dead_letter_id, i.status AS was FROM replay_items i
+            WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1
+              AND i.dead_letter_id = ANY($2::bigint[]) AND i.status IN ('pending', 'cancelled')
+            ORDER BY i.dead_letter_id FOR UPDATE OF i),
+         it AS (
+            UPDATE replay_items i SET status = 'failed', error = u.reason, settled_at = now()
+            FROM o, unnest($2::bigint[], $3::text[]) AS u(id, reason)
+            WHERE o.was = 'pending' AND u.id = o.dead_letter_id
+              AND i.plan_id = $1 AND i.dead_letter_id = o.dead_letter_id
+            RETURNING i.dead_letter_id),
          dl AS (
             UPDATE dead_letters SET status = 'awaiting'
             WHERE id IN (SELECT dead_letter_id FROM it) AND status = 'replaying'),
@@ -164,9 +195,9 @@ pub async fn mark_failed(pool: &PgPool, plan_id: i64, dead_letter_id: i64, reaso
          SELECT count(*) FROM it",
     )
     .bind(plan_id)
-    .bind(dead_letter_id)
-    .bind(reason)
-    .fetch_one(pool)
+    .bind(&ids)
+    .bind(&reasons)
+    .fetch_one(db)
     .await?;
-    Ok(n == 1)
+    Ok(n as u64)
 }

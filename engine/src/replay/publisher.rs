@@ -9,6 +9,11 @@
 //! - each plan has its own channel in confirm mode on one shared connection, up to
 //!   `max_plans` at once, so a slow plan (1 message/s) does not hold the others back;
 //! - no database transaction is open while the broker is awaited;
+//! - items are marked after their confirms in groups (see [`super::marks`]): one statement per
+//!   `mark_batch` confirms or per `mark_flush`, whichever comes first. A crash re-sends at most
+//!   the plan's window plus its unflushed marks (`window + mark_batch`; an ordered plan
+//!   `1 + mark_batch`); window 1 with `mark_batch` 1 is the strict mode. Live progress (the
+//!   plan's counters) lags the broker by at most one flush;
 //! - a lost connection stops every plan's sender (their leases are released) and the
 //!   publisher reconnects with backoff.
 
@@ -37,8 +42,12 @@ pub struct PublisherConfig {
     pub confirm_timeout: Duration,
     /// Publishes awaiting their confirm at once, per plan (an ordered plan has 1).
     pub window: usize,
-    /// Items read per query.
+    /// Items read per query (read ahead while the previous batch is sent, never the whole plan).
     pub batch: i64,
+    /// Confirmed items marked in one statement, at most; also the most marks ever unflushed.
+    pub mark_batch: usize,
+    /// How long the oldest confirmed item waits for its group to be marked, at most.
+    pub mark_flush: Duration,
     /// Plans sent at once by this instance.
     pub max_plans: usize,
 }
@@ -51,7 +60,9 @@ impl Default for PublisherConfig {
             control_every: Duration::from_millis(500),
             confirm_timeout: Duration::from_secs(15),
             window: 64,
-            batch: 100,
+            batch: 256,
+            mark_batch: 256,
+            mark_flush: Duration::from_millis(5),
             max_plans: 4,
         }
     }
@@ -77,7 +88,14 @@ pub async fn run_with(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let owner = Uuid::now_v7();
-    tracing::info!(instance = %owner, window = cfg.window, max_plans = cfg.max_plans, "replay publisher starting");
+    tracing::info!(
+        instance = %owner,
+        window = cfg.window,
+        mark_batch = cfg.mark_batch,
+        mark_flush_ms = cfg.mark_flush.as_millis() as u64,
+        max_plans = cfg.max_plans,
+        "replay publisher starting"
+    );
     let reconnect = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
     let mut failures = 0u32;
     let conn_name = format!("revenant-replay {owner}");

@@ -1,8 +1,10 @@
-//! One plan's send loop, on its own channel: rate limit, confirm window, per-confirm marks.
+//! One plan's send loop, on its own channel: rate limit, confirm window, grouped marks.
 //!
 //! Policy: see [`super::publisher`]. Items are read in seq order a batch at a time (never
-//! the whole plan); each is sent as the dead letter's exact copy plus the replay headers,
-//! persistent and `mandatory`, and marked after its own confirm. Sends are spaced by
+//! the whole plan), the next batch read ahead while the current one is sent; each is sent as
+//! the dead letter's exact copy plus the replay headers, persistent and `mandatory`, and
+//! marked after its own confirm by the plan's flusher ([`super::marks`]), whose group commit
+//! runs beside the sending, one at a time, with backpressure. Sends are spaced by
 //! `1 / rate_per_sec`. An ordered plan has one message in flight, so each is sent only after
 //! the previous confirm, and a failure pauses the plan rather than send the next out of order.
 
@@ -28,12 +30,57 @@ use super::{
     REPLAY_ID_HEADER, REPLAYED_BY_HEADER, autopause, broker,
     items::{self, Outgoing},
     lineage,
+    marks::{self, Mark, Marks},
     model::Plan,
     publisher::PublisherConfig,
     stats::ReplayStats,
 };
 
 type Confirmed = (i64, Result<lapin::Result<Confirmation>, Elapsed>);
+type Read = BoxFuture<'static, (sqlx::Result<Vec<Outgoing>>, Duration)>;
+
+/// What woke the send loop.
+enum Wake {
+    Confirmed(Confirmed),
+    Flushed,
+    Read((sqlx::Result<Vec<Outgoing>>, Duration)),
+    Stop,
+    Timer,
+}
+
+/// Where one sender's time went, logged when it stops (the bench reads it to find the slow stage).
+#[derive(Default)]
+struct Timings {
+    reads: u64,
+    /// Reading items (beside the sending: overlaps the rest).
+    read: Duration,
+    published: u64,
+    /// Handing publishes to the client (the loop waits on it).
+    publish: Duration,
+    /// Waiting with a full window (or no room for marks): the broker's confirms.
+    window_full: Duration,
+    /// Waiting with nothing read yet: PostgreSQL's reads.
+    starved: Duration,
+}
+
+impl Timings {
+    fn log(&self, plan_id: i64, took: Duration, marks: &Marks) {
+        let ms = |d: Duration| d.as_millis() as u64;
+        tracing::info!(
+            plan_id,
+            took_ms = ms(took),
+            published = self.published,
+            publish_ms = ms(self.publish),
+            window_full_ms = ms(self.window_full),
+            starved_ms = ms(self.starved),
+            reads = self.reads,
+            read_ms = ms(self.read),
+            flushes = marks.flushes,
+            flush_ms = ms(marks.flush_time),
+            "replay sender stopped"
+        );
+    }
+}
 
 struct Sender<'a> {
     pool: &'a PgPool,
@@ -66,9 +113,14 @@ pub(super) async fn run(
         left = plan.left(),
         rate = plan.rate_per_sec,
         ordered = plan.ordered,
+        // What a crash of this instance could send twice.
+        duplicate_bound = marks::duplicate_bound(if plan.ordered { 1 } else { cfg.window }, &cfg),
         "sending replay plan"
     );
-    let res = s.send_all(owner, &stop).await;
+    let mut marks = Marks::new(pool.clone(), plan.id, &cfg, stats.clone());
+    let res = s.send_all(owner, &stop, &mut marks).await;
+    // Whatever path ended the loop, no mark may outlive the lease: commit them first.
+    marks.drain().await;
     if let Err(e) = items::release(&pool, plan.id, owner).await {
         tracing::warn!(plan_id = plan.id, error = %e, "cannot release the plan's lease; it will expire");
     }
@@ -77,57 +129,76 @@ pub(super) async fn run(
 }
 
 impl Sender<'_> {
-    async fn send_all(&mut self, owner: Uuid, stop: &CancellationToken) -> anyhow::Result<()> {
+    /// The next batch of items after `after`, read beside the sending so the window never
+    /// waits on PostgreSQL.
+    fn read(&self, after: i64) -> Read {
+        let (pool, plan_id, limit) = (self.pool.clone(), self.plan.id, self.cfg.batch.max(1));
+        // A task of its own, so the query progresses while the loop is busy with confirms.
+        let read = tokio::spawn(async move {
+            let started = Instant::now();
+            (items::next_pending(&pool, plan_id, after, limit).await, started.elapsed())
+        });
+        Box::pin(async move {
+            read.await
+                .unwrap_or_else(|e| (Err(sqlx::Error::Protocol(format!("the read task failed: {e}"))), Duration::ZERO))
+        })
+    }
+
+    async fn send_all(&mut self, owner: Uuid, stop: &CancellationToken, marks: &mut Marks) -> anyhow::Result<()> {
         let plan_id = self.plan.id;
         let interval = self.plan.rate_per_sec.map(|r| Duration::from_secs_f64(1.0 / f64::from(r)));
         let window = if self.plan.ordered { 1 } else { self.cfg.window.max(1) };
+        let limit = self.cfg.batch.max(1);
         let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
         let mut buffer: VecDeque<Outgoing> = VecDeque::new();
+        let mut reading: Option<Read> = None;
         let (mut cursor, mut exhausted, mut stopping) = (0i64, false, false);
         let mut next_slot = Instant::now();
+        let mut next_read = Instant::now();
         let mut next_control = Instant::now() + self.cfg.control_every;
         let mut result = Ok(());
+        let mut t = Timings::default();
+        let started = Instant::now();
         loop {
             if stop.is_cancelled() {
                 stopping = true;
             }
-            if !stopping && Instant::now() >= next_control {
-                next_control = Instant::now() + self.cfg.control_every;
+            let now = Instant::now();
+            if !stopping && now >= next_control {
+                next_control = now + self.cfg.control_every;
                 stopping = !self.still_ours(owner).await;
             }
             if stopping {
                 if in_flight.is_empty() {
                     break;
                 }
-            } else if in_flight.len() < window {
-                if buffer.is_empty() && !exhausted {
-                    match items::next_pending(self.pool, plan_id, cursor, self.cfg.batch).await {
-                        Ok(batch) if batch.is_empty() => exhausted = true,
-                        Ok(batch) => {
-                            cursor = batch.last().map_or(cursor, |o| o.seq);
-                            buffer.extend(batch);
-                        }
-                        Err(e) => tracing::warn!(plan_id, error = %e, "cannot read pending items; retrying"),
-                    }
+            } else {
+                // Read ahead: the next batch is fetched while this one is being sent.
+                if reading.is_none() && !exhausted && (buffer.len() as i64) < limit && now >= next_read {
+                    reading = Some(self.read(cursor));
                 }
-                if !buffer.is_empty() {
-                    let now = Instant::now();
-                    if now >= next_slot {
-                        let Some(item) = buffer.pop_front() else { continue };
-                        if let Some(i) = interval {
-                            next_slot = next_slot.max(now) + i;
-                        }
-                        match self.publish(item).await {
-                            Ok(Some(confirm)) => in_flight.push(confirm),
-                            Ok(None) => stopping |= self.plan.ordered,
-                            Err(e) => {
-                                result = Err(e);
-                                stopping = true;
-                            }
-                        }
-                        continue;
+                if in_flight.len() < window && !buffer.is_empty() && now >= next_slot {
+                    let Some(item) = buffer.pop_front() else { continue };
+                    if let Some(i) = interval {
+                        next_slot = next_slot.max(now) + i;
                     }
-                } else if exhausted && in_flight.is_empty() {
+                    let publishing = Instant::now();
+                    let published = self.publish(item, marks).await;
+                    t.published += 1;
+                    t.publish += publishing.elapsed();
+                    match published {
+                        Ok(Some(confirm)) => in_flight.push(confirm),
+                        Ok(None) => stopping |= self.plan.ordered,
+                        Err(e) => {
+                            result = Err(e);
+                            stopping = true;
+                        }
+                    }
+                    continue;
+                }
+                if buffer.is_empty() && exhausted && reading.is_none() && in_flight.is_empty() {
+                    // The plan is judged on committed marks only: flush them all first.
+                    marks.drain().await;
                     match items::finish(self.pool, plan_id, owner).await {
                         Ok(true) => {
                             tracing::info!(plan_id, "replay plan done");
@@ -137,31 +208,75 @@ impl Sender<'_> {
                         // go round again; they are re-sent, at-least-once.
                         Ok(false) if items::pending_left(self.pool, plan_id).await.unwrap_or(true) => {
                             (cursor, exhausted) = (0, false);
+                            continue;
                         }
                         Ok(false) => break,
                         Err(e) => tracing::warn!(plan_id, error = %e, "cannot mark the plan done; retrying"),
                     }
                 }
             }
+            marks.start(false);
+            // Backpressure: no more than `mark_batch` confirmed items wait for their mark.
+            let take_confirms = !in_flight.is_empty() && marks.has_room();
             let sending = !stopping && !buffer.is_empty() && in_flight.len() < window;
-            let wake_at = if sending { next_slot.min(next_control) } else { next_control };
-            tokio::select! {
+            let mut wake_at = if sending { next_slot.min(next_control) } else { next_control };
+            if !stopping && reading.is_none() && !exhausted {
+                wake_at = wake_at.min(next_read);
+            }
+            if let Some(due) = marks.due_at() {
+                wake_at = wake_at.min(due);
+            }
+            let waiting = Instant::now();
+            let wake = tokio::select! {
+                // Finished flushes and reads first: a steady stream of confirms must not hide them.
                 biased;
-                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                    match self.settle(done).await {
-                        Ok(true) => {}
-                        // An ordered plan stops at its first failure.
-                        Ok(false) => stopping |= self.plan.ordered,
+                _ = marks.flushed(), if marks.is_flushing() => Wake::Flushed,
+                r = async {
+                    match reading.as_mut() {
+                        Some(read) => read.await,
+                        None => std::future::pending().await,
+                    }
+                }, if reading.is_some() => Wake::Read(r),
+                Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
+                _ = stop.cancelled(), if !stopping => Wake::Stop,
+                _ = tokio::time::sleep_until(wake_at) => Wake::Timer,
+            };
+            let waited = waiting.elapsed();
+            if !sending && !stopping {
+                // Nothing could be sent: the window was full, or no item was read yet.
+                if buffer.is_empty() { t.starved += waited } else { t.window_full += waited }
+            }
+            match wake {
+                Wake::Confirmed(done) => match self.settle(done, marks).await {
+                    Ok(true) => {}
+                    // An ordered plan stops at its first failure.
+                    Ok(false) => stopping |= self.plan.ordered,
+                    Err(e) => {
+                        result = Err(e);
+                        stopping = true;
+                    }
+                },
+                Wake::Read((res, took)) => {
+                    reading = None;
+                    t.reads += 1;
+                    t.read += took;
+                    match res {
+                        Ok(batch) => {
+                            exhausted = (batch.len() as i64) < limit;
+                            cursor = batch.last().map_or(cursor, |o| o.seq);
+                            buffer.extend(batch);
+                        }
                         Err(e) => {
-                            result = Err(e);
-                            stopping = true;
+                            tracing::warn!(plan_id, error = %e, "cannot read pending items; retrying");
+                            next_read = Instant::now() + self.cfg.control_every;
                         }
                     }
                 }
-                _ = stop.cancelled(), if !stopping => stopping = true,
-                _ = tokio::time::sleep_until(wake_at) => {}
+                Wake::Stop => stopping = true,
+                Wake::Flushed | Wake::Timer => {}
             }
         }
+        t.log(plan_id, started.elapsed(), marks);
         result
     }
 
@@ -196,7 +311,11 @@ impl Sender<'_> {
 
     /// Publishes one item. `Ok(None)` when it failed without a publish (recorded), `Err`
     /// when the channel is unusable.
-    async fn publish(&mut self, item: Outgoing) -> anyhow::Result<Option<BoxFuture<'static, Confirmed>>> {
+    async fn publish(
+        &mut self,
+        item: Outgoing,
+        marks: &mut Marks,
+    ) -> anyhow::Result<Option<BoxFuture<'static, Confirmed>>> {
         let dl = &item.dead_letter;
         let names = ShortString::try_new(item.exchange.as_str())
             .and_then(|e| ShortString::try_new(item.routing_key.as_str()).map(|k| (e, k)))
@@ -205,12 +324,12 @@ impl Sender<'_> {
         let (exchange, routing_key, props) = match (names, props) {
             (Ok((e, k)), Ok(p)) => (e, k, p),
             (Err(reason), _) | (_, Err(reason)) => {
-                self.fail(dl.id, &reason).await;
+                self.fail(marks, dl.id, reason).await;
                 return Ok(None);
             }
         };
         if !self.exchange_exists(&item.exchange).await? {
-            self.fail(dl.id, &format!("exchange `{}` does not exist (NOT_FOUND)", item.exchange)).await;
+            self.fail(marks, dl.id, format!("exchange `{}` does not exist (NOT_FOUND)", item.exchange)).await;
             return Ok(None);
         }
         let mut headers = props.headers().clone().unwrap_or_default();
@@ -246,16 +365,11 @@ impl Sender<'_> {
         Ok(exists)
     }
 
-    /// Records one confirm: Ok(true) sent, Ok(false) failed, Err when the channel is gone.
-    async fn settle(&self, (id, res): Confirmed) -> anyhow::Result<bool> {
-        let plan_id = self.plan.id;
+    /// Records one confirm as a mark: Ok(true) sent, Ok(false) failed, Err when the channel is gone.
+    async fn settle(&self, (id, res): Confirmed, marks: &mut Marks) -> anyhow::Result<bool> {
         let reason = match res {
             Ok(Ok(Confirmation::Ack(None))) => {
-                match items::mark_sent(self.pool, plan_id, id).await {
-                    Ok(_) => ReplayStats::bump(&self.stats.sent),
-                    Err(e) => tracing::warn!(plan_id, dead_letter_id = id, error = %e,
-                        "confirmed but not marked; it will be sent again"),
-                }
+                marks.push(Mark::Sent(id));
                 return Ok(true);
             }
             Ok(Ok(Confirmation::Ack(Some(ret)))) => {
@@ -271,19 +385,20 @@ impl Sender<'_> {
             Ok(Err(e)) => return Err(anyhow::Error::new(e).context("confirm lost: channel or connection closed")),
             Err(_) => format!("no confirm within {} ms", self.cfg.confirm_timeout.as_millis()),
         };
-        self.fail(id, &reason).await;
+        self.fail(marks, id, reason).await;
         Ok(false)
     }
 
-    async fn fail(&self, id: i64, reason: &str) {
+    /// Queues the item's failed mark. An ordered plan then stops: every mark is committed
+    /// (this one included) before the plan is paused, so the pause shows where it stood.
+    async fn fail(&self, marks: &mut Marks, id: i64, reason: String) {
         let plan_id = self.plan.id;
         ReplayStats::bump(&self.stats.failed);
         tracing::warn!(plan_id, dead_letter_id = id, reason, "replay item failed; the dead letter awaits triage again");
-        if let Err(e) = items::mark_failed(self.pool, plan_id, id, reason).await {
-            tracing::warn!(plan_id, dead_letter_id = id, error = %e, "cannot mark the item failed; it stays pending");
-        }
+        let why = format!("ordered replay stopped: dead letter {id} failed ({reason})");
+        marks.push(Mark::Failed(id, reason));
         if self.plan.ordered {
-            let why = format!("ordered replay stopped: dead letter {id} failed ({reason})");
+            marks.drain().await;
             if let Err(e) = autopause::pause_for(self.pool, plan_id, &why).await {
                 tracing::warn!(plan_id, error = %e, "cannot pause the ordered plan");
             }

@@ -2,6 +2,7 @@
 //! a "consumer", ingested), uniquely named exchanges and queues deleted at the end, a fresh
 //! database per test. This file holds the harness; the tests are in `replay/`.
 
+mod marks;
 mod plans;
 mod sending;
 mod story;
@@ -128,6 +129,32 @@ impl Env {
         None
     }
 
+    /// `n` dead letters written straight into the store (message ids `m-1` … `m-n`), for
+    /// plans too large to dead-letter one by one through the broker. Their ids, oldest first.
+    pub async fn stored_dead_letters(&self, n: i64) -> Vec<i64> {
+        sqlx::query_scalar(
+            "INSERT INTO dead_letters (queue, natural_key, message_id, body, body_size, exchange, routing_key,
+                                       reason, original_queue, original_exchange, original_routing_keys,
+                                       fingerprint, delivery_mode)
+             SELECT $1, 'test-' || g, 'm-' || g, convert_to('{\"n\":' || g || '}', 'UTF8'), 8, '', $1,
+                    'rejected', $2, '', ARRAY[$2], 'test', 2
+             FROM generate_series(1, $3) g ORDER BY g RETURNING id",
+        )
+        .bind(&self.dlq)
+        .bind(&self.work)
+        .bind(n)
+        .fetch_all(self.pool())
+        .await
+        .unwrap()
+    }
+
+    /// The message ids of every message now in `queue` (taken off it), in arrival order.
+    pub async fn drain_ids(&self, queue: &str) -> Vec<String> {
+        let got = self.drain(queue).await;
+        let id = |d: &Delivery| d.properties.message_id().clone().expect("every replayed message has a message id");
+        got.iter().map(|d| id(d).to_string()).collect()
+    }
+
     /// Every message now in `queue`, acked.
     pub async fn drain(&self, queue: &str) -> Vec<Delivery> {
         let opts = BasicGetOptions { no_ack: true };
@@ -230,9 +257,13 @@ pub struct Publisher {
 
 impl Publisher {
     pub fn start(pool: &PgPool) -> Self {
+        Self::start_with(pool, fast())
+    }
+
+    pub fn start_with(pool: &PgPool, cfg: PublisherConfig) -> Self {
         let token = CancellationToken::new();
         let stats = Arc::new(ReplayStats::default());
-        let run = publisher::run_with(pool.clone(), amqp_url(), fast(), stats.clone(), token.clone());
+        let run = publisher::run_with(pool.clone(), amqp_url(), cfg, stats.clone(), token.clone());
         Self { token, handle: tokio::spawn(run), stats }
     }
 
@@ -247,10 +278,10 @@ pub fn alice() -> Principal {
     Principal { username: "alice".into(), role: Role::Operator }
 }
 
-/// Waits (up to 20 s) until the plan satisfies `ok`.
+/// Waits (up to 60 s: a shared machine can be slow) until the plan satisfies `ok`.
 pub async fn wait_plan(pool: &PgPool, id: i64, what: &str, ok: impl Fn(&Plan) -> bool) -> Plan {
     let mut plan = progress::get(pool, id).await.unwrap();
-    for _ in 0..400 {
+    for _ in 0..1200 {
         if ok(&plan) {
             return plan;
         }

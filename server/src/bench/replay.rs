@@ -1,21 +1,34 @@
 //! `revenant bench replay`: a replay plan (rate limit off) against raw publishing with
-//! confirms of the same number of messages, in the same run, to the same kind of queue.
+//! confirms of the same messages, in the same run, to the same kind of queue.
 //!
-//! The dead letters are written straight into a throwaway store (their content does not
-//! matter to the publisher's speed); the plan is created and sent exactly as the console does.
+//! Policy: the two sides differ only in what makes a replay safe. Raw is lapin publishing
+//! with confirms at the publisher's own window (`PublisherConfig::window`), the same 1 KiB
+//! body, message ids and replay headers, persistent and `mandatory`, to a durable queue
+//! declared the same way. Each side's queue is then drained and checked by message id (lost,
+//! duplicates, unexpected). The plan is sent exactly as the console does (`plan::create`,
+//! then the publisher role); its creation is timed apart from the sending, and the ratio is
+//! of the sending. The process's RSS (VmRSS, and VmHWM reset before the replay when the
+//! kernel allows) is printed, so a run of 100 000 shows what the publisher holds. The last
+//! line is always `ratio replay/raw: X.XX`.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use engine::replay::{self, CreatePlan, ReplayStats, Selection, Target};
+use engine::replay::{self, CreatePlan, ReplayStats, Selection, Target, publisher::PublisherConfig};
 use engine::settings::Settings;
-use lapin::{BasicProperties, options::BasicPublishOptions, options::ConfirmSelectOptions};
+use futures::StreamExt;
+use lapin::{
+    BasicProperties,
+    options::{BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions},
+    types::{AMQPValue, FieldTable, LongString},
+};
 use tokio_util::sync::CancellationToken;
 
 use super::{Scratch, declare_queue, delete_queues, interruptible, per_sec, ready};
 
-const WINDOW: usize = 256;
+const BODY: usize = 1024;
 
 pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
     let db = Scratch::create(&settings.database_url).await?;
@@ -28,7 +41,31 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
     delete_queues(&settings.amqp_url, &[raw, target]).await;
     let _ = conn.close(200, "bench done".into()).await;
     db.drop_db().await;
-    res
+    // After the clean-up, whose logs would otherwise come after it: the ratio is the last line.
+    println!("ratio replay/raw: {:.2}", res?);
+    Ok(())
+}
+
+/// What one side's queue held, by message id.
+struct Check {
+    arrived: u32,
+    lost: usize,
+    duplicates: usize,
+    unexpected: usize,
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "arrived {}, lost {}, duplicates {}, unexpected {}",
+            self.arrived, self.lost, self.duplicates, self.unexpected
+        )
+    }
+}
+
+fn message_id(i: u32) -> String {
+    format!("dl-{i}")
 }
 
 async fn bench(
@@ -39,26 +76,34 @@ async fn bench(
     raw: &str,
     target: &str,
     n: u32,
-) -> anyhow::Result<()> {
-    println!("replay bench: {n} messages of 1 KiB, persistent, durable queues");
-    let body = vec![b'x'; 1024];
-    // Raw: publish with confirms, up to WINDOW awaiting at once (what a good client does).
+) -> anyhow::Result<f64> {
+    let cfg = PublisherConfig::default();
+    let window = cfg.window.max(1);
+    println!(
+        "replay bench: {n} messages of 1 KiB, persistent, durable queues, window {window}, mark_batch {}, mark_flush {} ms",
+        cfg.mark_batch,
+        cfg.mark_flush.as_millis()
+    );
+    let body = vec![b'x'; BODY];
+    let expected: HashSet<String> = (1..=n).map(message_id).collect();
+
+    // Raw: publish with confirms, up to `window` awaiting at once (what a good client does).
     let started = Instant::now();
     let mut pending = std::collections::VecDeque::new();
-    for i in 0..n {
-        let props = BasicProperties::default().with_delivery_mode(2).with_message_id(format!("raw-{i}").into());
-        let confirm = ch
-            .basic_publish(
-                "".into(),
-                raw.into(),
-                BasicPublishOptions { mandatory: true, ..Default::default() },
-                &body,
-                props,
-            )
-            .await
-            .context("raw publish failed")?;
+    for i in 1..=n {
+        let mut headers = FieldTable::default();
+        let replay_id = format!("0:{i}");
+        headers.insert("x-revenant-replay-id".into(), AMQPValue::LongString(LongString::from(replay_id.as_bytes())));
+        headers.insert("x-revenant-replayed-by".into(), AMQPValue::LongString(LongString::from(&b"cli"[..])));
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_message_id(message_id(i).into())
+            .with_headers(headers);
+        let options = BasicPublishOptions { mandatory: true, ..Default::default() };
+        let confirm =
+            ch.basic_publish("".into(), raw.into(), options, &body, props).await.context("raw publish failed")?;
         pending.push_back(confirm);
-        if pending.len() >= WINDOW {
+        if pending.len() >= window {
             if let Some(c) = pending.pop_front() {
                 c.await.context("raw confirm failed")?;
             }
@@ -68,17 +113,18 @@ async fn bench(
         c.await.context("raw confirm failed")?;
     }
     let raw_took = started.elapsed();
-    anyhow::ensure!(ready(conn, raw).await? == n, "raw: not every message arrived");
+    let raw_check = verify(conn, raw, &expected).await?;
 
     sqlx::query(
         "INSERT INTO dead_letters (queue, natural_key, message_id, body, body_size, exchange, routing_key, reason,
                                    original_queue, original_exchange, original_routing_keys, fingerprint, delivery_mode)
-         SELECT 'bench.dlq', 'bench-' || g, 'dl-' || g, $1, 1024, '', 'bench.dlq', 'rejected',
+         SELECT 'bench.dlq', 'bench-' || g, 'dl-' || g, $1, $3, '', 'bench.dlq', 'rejected',
                 'bench.work', '', ARRAY['bench.work'], 'bench', 2
          FROM generate_series(1, $2) g",
     )
     .bind(&body)
     .bind(n as i64)
+    .bind(BODY as i32)
     .execute(&db.pool)
     .await
     .context("cannot write the bench's dead letters")?;
@@ -88,14 +134,26 @@ async fn bench(
         Target::Queue { queue: target.to_string() },
     );
     req.confirm_count = Some(n as i64);
+    let created = Instant::now();
+    let plan = replay::plan::create(&db.pool, &by, None, &req).await.context("cannot create the plan")?;
+    let create_took = created.elapsed();
+
+    let rss_before = Rss::read();
+    // The peak so far is the raw run's and the inserts'; start the replay's own from here.
+    let peak_reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
     let stats = Arc::new(ReplayStats::default());
     let stop = CancellationToken::new();
     let started = Instant::now();
-    let plan = replay::plan::create(&db.pool, &by, None, &req).await.context("cannot create the plan")?;
-    let publisher =
-        tokio::spawn(replay::publisher::run(db.pool.clone(), settings.amqp_url.clone(), stats.clone(), stop.clone()));
+    let publisher = tokio::spawn(replay::publisher::run_with(
+        db.pool.clone(),
+        settings.amqp_url.clone(),
+        cfg,
+        stats.clone(),
+        stop.clone(),
+    ));
     let mut last = 0;
     let mut moved = Instant::now();
+    let mut rss_peak_seen = 0u64;
     loop {
         let p = replay::progress::get(&db.pool, plan.id).await.context("cannot read progress")?;
         if p.status == "done" {
@@ -107,20 +165,86 @@ async fn bench(
         } else if moved.elapsed() > Duration::from_secs(60) {
             anyhow::bail!("replay stuck at {} sent for 60 s", p.sent);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        rss_peak_seen = rss_peak_seen.max(Rss::read().rss_kib);
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let replay_took = started.elapsed();
+    let rss_after = Rss::read();
     stop.cancel();
     let _ = publisher.await;
-    let arrived = ready(conn, target).await?;
+    let replay_check = verify(conn, target, &expected).await?;
+
     let raw_rate = per_sec(n as u64, raw_took);
     let replay_rate = per_sec(n as u64, replay_took);
-    println!("raw publish with confirms (window {WINDOW}): {raw_rate:>8.0} msg/s  ({:.2} s)", raw_took.as_secs_f64());
+    let with_creation = per_sec(n as u64, replay_took + create_took);
+    println!("raw publish with confirms (window {window}): {raw_rate:>8.0} msg/s  ({:.2} s)", raw_took.as_secs_f64());
+    println!("  raw by message id: {raw_check}");
+    println!("replay plan, no rate limit, sending:    {replay_rate:>8.0} msg/s  ({:.2} s)", replay_took.as_secs_f64());
     println!(
-        "replay plan, no rate limit:              {replay_rate:>8.0} msg/s  ({:.2} s, plan creation included)",
-        replay_took.as_secs_f64()
+        "replay plan creation (items frozen):    {:.2} s; with it: {with_creation:.0} msg/s, ratio {:.2}",
+        create_took.as_secs_f64(),
+        with_creation / raw_rate.max(1e-9)
     );
-    println!("ratio replay / raw: {:.2}", replay_rate / raw_rate.max(1e-9));
-    println!("arrived: {arrived} of {n} (lost = {}, extra = {})", n.saturating_sub(arrived), arrived.saturating_sub(n));
-    Ok(())
+    println!("  replay by message id: {replay_check}; publisher counted {} sent", stats.snapshot().sent);
+    println!("rss before the replay: {rss_before}");
+    println!(
+        "rss after the replay:  {rss_after}{}; highest VmRSS sampled while sending {:.1} MB",
+        if peak_reset { " (VmHWM reset before the replay)" } else { " (VmHWM since the process started)" },
+        rss_peak_seen as f64 / 1024.0
+    );
+    Ok(replay_rate / raw_rate.max(1e-9))
+}
+
+/// VmRSS and VmHWM of this process, in KiB (0 where /proc is not there).
+struct Rss {
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+impl Rss {
+    fn read() -> Self {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        Self { rss_kib: field("VmRSS:"), hwm_kib: field("VmHWM:") }
+    }
+}
+
+impl std::fmt::Display for Rss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VmRSS {:.1} MB, VmHWM {:.1} MB", self.rss_kib as f64 / 1024.0, self.hwm_kib as f64 / 1024.0)
+    }
+}
+
+/// Takes every message now on `queue` and compares their ids with `expected`.
+async fn verify(conn: &lapin::Connection, queue: &str, expected: &HashSet<String>) -> anyhow::Result<Check> {
+    let on_queue = ready(conn, queue).await?;
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    let opts = BasicConsumeOptions { no_ack: true, ..BasicConsumeOptions::default() };
+    let tag = format!("revenant-bench-drain-{}", uuid::Uuid::new_v4().simple());
+    let mut consumer = ch.basic_consume(queue.into(), tag.into(), opts, FieldTable::default()).await?;
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    let mut got = 0u32;
+    while got < on_queue {
+        let d = match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
+            Ok(Some(Ok(d))) => d,
+            Ok(Some(Err(e))) => return Err(e).context("draining the bench queue failed"),
+            Ok(None) | Err(_) => anyhow::bail!("draining the bench queue stopped at {got} of {on_queue}"),
+        };
+        got += 1;
+        let id = d.properties.message_id().as_ref().map(|m| m.as_str().to_string()).unwrap_or_default();
+        *seen.entry(id).or_default() += 1;
+    }
+    let _ = ch.close(200, "drained".into()).await;
+    Ok(Check {
+        arrived: got,
+        lost: expected.iter().filter(|id| !seen.contains_key(*id)).count(),
+        duplicates: (got as usize).saturating_sub(seen.len()),
+        unexpected: seen.keys().filter(|id| !expected.contains(*id)).count(),
+    })
 }
