@@ -104,9 +104,17 @@ impl Marks {
         let marks = self.waiting.take();
         self.flushing_len = marks.len();
         let (pool, owner, max_attempts) = (self.pool.clone(), self.owner, self.max_attempts);
-        self.flushing = Some(Box::pin(async move {
+        // A task of its own: a query progresses only while polled, and the session, busy
+        // publishing a window, polls its select only between publishes.
+        let task = tokio::spawn(async move {
             let res = write(&pool, owner, max_attempts, &marks).await;
             (marks, res)
+        });
+        self.flushing = Some(Box::pin(async move {
+            match task.await {
+                Ok(done) => done,
+                Err(e) => (Vec::new(), Err(StoreError::Invalid(format!("the mark flush task failed: {e}")))),
+            }
         }));
     }
 

@@ -134,7 +134,11 @@ impl<'a> Session<'a> {
     /// The next claim, run beside the publishing so the window never waits on it.
     fn claim(&self) -> Claim {
         let (pool, owner, batch, lease) = (self.pool.clone(), self.owner, self.cfg.batch, self.cfg.lease);
-        Box::pin(async move { store::claim(&pool, owner, batch, lease).await })
+        // A task of its own, so the claim progresses while the session is busy publishing.
+        let task = tokio::spawn(async move { store::claim(&pool, owner, batch, lease).await });
+        Box::pin(async move {
+            task.await.unwrap_or_else(|e| Err(store::StoreError::Invalid(format!("the claim task failed: {e}"))))
+        })
     }
 
     /// Takes a claim's rows into the buffer; returns whether the table looks drained.
