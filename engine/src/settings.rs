@@ -328,7 +328,14 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             100..=600_000,
         )?),
         mark_batch: int("relay.mark_batch", "REVENANT_RELAY_MARK_BATCH", env, r.mark_batch, 256, 1..=10_000)? as usize,
-        mark_flush: ms(int("relay.mark_flush_ms", "REVENANT_RELAY_MARK_FLUSH_MS", env, r.mark_flush_ms, 5, 0..=10_000)?),
+        mark_flush: ms(int(
+            "relay.mark_flush_ms",
+            "REVENANT_RELAY_MARK_FLUSH_MS",
+            env,
+            r.mark_flush_ms,
+            5,
+            0..=10_000,
+        )?),
         synchronous_commit: synchronous_commit(env, r.synchronous_commit)?,
     };
     let queues = list(env("REVENANT_INGEST_QUEUES")).or(raw.ingest.queues).unwrap_or_default();

@@ -85,7 +85,10 @@ pub(super) fn list(v: Option<String>) -> Option<Vec<String>> {
 }
 
 /// `relay.synchronous_commit`: `on` (the default) or `off`; true means on.
-pub(super) fn synchronous_commit(env: &dyn Fn(&str) -> Option<String>, file: Option<String>) -> Result<bool, SettingsError> {
+pub(super) fn synchronous_commit(
+    env: &dyn Fn(&str) -> Option<String>,
+    file: Option<String>,
+) -> Result<bool, SettingsError> {
     let (key, envname) = ("relay.synchronous_commit", "REVENANT_RELAY_SYNCHRONOUS_COMMIT");
     match pick(env, envname, file).map(|v| v.trim().to_ascii_lowercase()) {
         None => Ok(true),
