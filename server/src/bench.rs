@@ -7,6 +7,7 @@
 //! end, also when it fails or is interrupted with Ctrl-C. Set-up failures abort the bench
 //! with a message naming what could not be done.
 
+pub mod dead_letter_list;
 pub mod ingest;
 pub mod outbox_list;
 pub mod relay;
@@ -64,6 +65,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 50)]
         runs: usize,
     },
+    /// Dead-letter list, count, failure-group, detail and story queries on a big store.
+    DeadLetterList {
+        /// Dead letters to generate (10 000 000 is the long run).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: i64,
+        /// Timed runs of each query.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+        /// Leave the loaded database in place (its name is printed) for `--database`.
+        #[arg(long)]
+        keep: bool,
+        /// Time the queries on a database a `--keep` run loaded, without loading or dropping it.
+        #[arg(long)]
+        database: Option<String>,
+    },
 }
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
@@ -74,6 +90,9 @@ pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
         BenchCommand::Ingest { messages } => ingest::run(settings, messages).await,
         BenchCommand::Replay { messages } => replay::run(settings, messages).await,
         BenchCommand::OutboxList { rows, runs } => outbox_list::run(settings, rows, runs).await,
+        BenchCommand::DeadLetterList { rows, runs, keep, database } => {
+            dead_letter_list::run(settings, rows, runs, keep, database).await
+        }
     }
 }
 
