@@ -13,14 +13,15 @@ pub mod outbox_list;
 pub mod relay;
 pub mod replay;
 
-use std::{future::Future, time::Duration};
+use std::{collections::HashMap, future::Future, time::Duration};
 
 use anyhow::Context;
 use clap::Subcommand;
 use engine::settings::Settings;
+use futures::StreamExt;
 use lapin::{
     Channel,
-    options::{QueueDeclareOptions, QueueDeleteOptions},
+    options::{BasicConsumeOptions, QueueDeclareOptions, QueueDeleteOptions},
     types::FieldTable,
 };
 use sqlx::{
@@ -199,6 +200,30 @@ pub async fn ready(conn: &lapin::Connection, queue: &str) -> anyhow::Result<u32>
     let q = ch.queue_declare(queue.into(), opts, FieldTable::default()).await.context("passive declare failed")?;
     let _ = ch.close(200, "".into()).await;
     Ok(q.message_count())
+}
+
+/// Takes every message now ready on `queue` (no-ack) and counts them by `message_id`:
+/// (how many arrived, id → copies), for the benches' lost / duplicates / unexpected checks.
+pub async fn drain_ids(conn: &lapin::Connection, queue: &str) -> anyhow::Result<(u32, HashMap<String, u32>)> {
+    let on_queue = ready(conn, queue).await?;
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    let opts = BasicConsumeOptions { no_ack: true, ..BasicConsumeOptions::default() };
+    let tag = format!("revenant-bench-drain-{}", uuid::Uuid::new_v4().simple());
+    let mut consumer = ch.basic_consume(queue.into(), tag.into(), opts, FieldTable::default()).await?;
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    let mut got = 0u32;
+    while got < on_queue {
+        let d = match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
+            Ok(Some(Ok(d))) => d,
+            Ok(Some(Err(e))) => return Err(e).context("draining the bench queue failed"),
+            Ok(None) | Err(_) => anyhow::bail!("draining the bench queue stopped at {got} of {on_queue}"),
+        };
+        got += 1;
+        let id = d.properties.message_id().as_ref().map(|m| m.as_str().to_string()).unwrap_or_default();
+        *seen.entry(id).or_default() += 1;
+    }
+    let _ = ch.close(200, "drained".into()).await;
+    Ok((got, seen))
 }
 
 /// Polls `done` every 10 ms until it returns true; fails when `progress` has not moved for

@@ -8,18 +8,17 @@
 //! doubled message shows in the table, not only a rate.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     sync::{Arc, atomic::Ordering::Relaxed},
     time::{Duration, Instant},
 };
 
 use anyhow::Context;
-use futures::StreamExt;
-use lapin::{Connection, options::BasicConsumeOptions, types::FieldTable};
+use lapin::Connection;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use super::{Scratch, declare_queue, delete_queues, interruptible, ms, per_sec, percentile, ready, wait_until};
+use super::{Scratch, declare_queue, delete_queues, interruptible, ms, per_sec, percentile, wait_until};
 use engine::{
     outbox::{
         relay::{self, RelayStats},
@@ -175,6 +174,8 @@ async fn bench(
     {
         let l = latency::run(settings, pool, queue, w, rate / 2.0, latency_secs).await?;
         let _ = verify(pool, conn, queue, "bench.latency").await?;
+        let (r50, r99, rmax) = ceiling::raw_latency(conn, queue, rate / 2.0, latency_secs).await?;
+        let _ = super::drain_ids(conn, queue).await?;
         println!();
         let snap = l.stats.confirm_latency();
         println!(
@@ -186,6 +187,9 @@ async fn bench(
             l.max_ms,
             bucket_percentile(&snap.counts, snap.count, 50.0),
             bucket_percentile(&snap.counts, snap.count, 99.0)
+        );
+        println!(
+            "raw publish → confirm at the same rate (the broker alone): p50 {r50:.1} ms, p99 {r99:.1} ms, max {rmax:.1} ms"
         );
     }
     println!();
@@ -304,31 +308,13 @@ async fn verify(pool: &PgPool, conn: &Connection, queue: &str, event_type: &str)
             .bind(event_type)
             .fetch_one(pool)
             .await?;
-    let on_queue = ready(conn, queue).await?;
-    let ch = conn.create_channel().await.context("cannot open a channel")?;
-    let opts = BasicConsumeOptions { no_ack: true, ..BasicConsumeOptions::default() };
-    let tag = format!("revenant-bench-drain-{}", uuid::Uuid::new_v4().simple());
-    let mut consumer = ch.basic_consume(queue.into(), tag.into(), opts, FieldTable::default()).await?;
-    let mut seen: HashMap<String, u32> = HashMap::new();
-    let mut got = 0u32;
-    while got < on_queue {
-        let next = tokio::time::timeout(Duration::from_secs(10), consumer.next()).await;
-        let d = match next {
-            Ok(Some(Ok(d))) => d,
-            Ok(Some(Err(e))) => return Err(e).context("draining the bench queue failed"),
-            Ok(None) | Err(_) => anyhow::bail!("draining the bench queue stopped at {got} of {on_queue}"),
-        };
-        got += 1;
-        let id = d.properties.message_id().as_ref().map(|m| m.as_str().to_string()).unwrap_or_default();
-        *seen.entry(id).or_default() += 1;
-    }
-    let _ = ch.close(200, "drained".into()).await;
+    let (on_queue, seen) = super::drain_ids(conn, queue).await?;
     let expected: HashSet<String> = expected.into_iter().collect();
     Ok(Check {
         unpublished_rows,
         on_queue,
         lost: expected.iter().filter(|id| !seen.contains_key(*id)).count(),
-        duplicates: (got as usize).saturating_sub(seen.len()),
+        duplicates: (on_queue as usize).saturating_sub(seen.len()),
         unexpected: seen.keys().filter(|id| !expected.contains(*id)).count(),
     })
 }

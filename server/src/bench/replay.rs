@@ -11,22 +11,21 @@
 //! kernel allows) is printed, so a run of 100 000 shows what the publisher holds. The last
 //! line is always `ratio replay/raw: X.XX`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use engine::replay::{self, CreatePlan, ReplayStats, Selection, Target, publisher::PublisherConfig};
 use engine::settings::Settings;
-use futures::StreamExt;
 use lapin::{
     BasicProperties,
-    options::{BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions},
+    options::{BasicPublishOptions, ConfirmSelectOptions},
     types::{AMQPValue, FieldTable, LongString},
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{Scratch, declare_queue, delete_queues, interruptible, per_sec, ready};
+use super::{Scratch, declare_queue, delete_queues, interruptible, per_sec};
 
 const BODY: usize = 1024;
 
@@ -223,24 +222,7 @@ impl std::fmt::Display for Rss {
 
 /// Takes every message now on `queue` and compares their ids with `expected`.
 async fn verify(conn: &lapin::Connection, queue: &str, expected: &HashSet<String>) -> anyhow::Result<Check> {
-    let on_queue = ready(conn, queue).await?;
-    let ch = conn.create_channel().await.context("cannot open a channel")?;
-    let opts = BasicConsumeOptions { no_ack: true, ..BasicConsumeOptions::default() };
-    let tag = format!("revenant-bench-drain-{}", uuid::Uuid::new_v4().simple());
-    let mut consumer = ch.basic_consume(queue.into(), tag.into(), opts, FieldTable::default()).await?;
-    let mut seen: HashMap<String, u32> = HashMap::new();
-    let mut got = 0u32;
-    while got < on_queue {
-        let d = match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
-            Ok(Some(Ok(d))) => d,
-            Ok(Some(Err(e))) => return Err(e).context("draining the bench queue failed"),
-            Ok(None) | Err(_) => anyhow::bail!("draining the bench queue stopped at {got} of {on_queue}"),
-        };
-        got += 1;
-        let id = d.properties.message_id().as_ref().map(|m| m.as_str().to_string()).unwrap_or_default();
-        *seen.entry(id).or_default() += 1;
-    }
-    let _ = ch.close(200, "drained".into()).await;
+    let (got, seen) = super::drain_ids(conn, queue).await?;
     Ok(Check {
         arrived: got,
         lost: expected.iter().filter(|id| !seen.contains_key(*id)).count(),

@@ -98,3 +98,48 @@ pub async fn one_at_a_time(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::
     let _ = ch.close(200, "baseline done".into()).await;
     Ok((took, latencies))
 }
+
+/// The broker's own publish → confirm latency at `rate` messages/s for `secs` seconds (a
+/// burst every 10 ms, confirms awaited beside the publishing): what the relay's
+/// commit-to-confirm latency at that rate cannot go below. Returns (p50, p99, max) in ms.
+pub async fn raw_latency(conn: &Connection, queue: &str, rate: f64, secs: u64) -> anyhow::Result<(f64, f64, f64)> {
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
+    let opts = BasicPublishOptions { mandatory: true, immediate: false };
+    let body = format!("{{\"order_id\":1,\"note\":\"{}\"}}", "x".repeat(200)).into_bytes();
+    let mut in_flight = FuturesUnordered::new();
+    let mut lat: Vec<Duration> = Vec::new();
+    let tick = Duration::from_millis(10);
+    let mut ticker = tokio::time::interval(tick);
+    let (start, mut due, mut sent) = (Instant::now(), 0f64, 0u64);
+    while start.elapsed() < Duration::from_secs(secs) {
+        tokio::select! {
+            Some((at, c)) = in_flight.next(), if !in_flight.is_empty() => {
+                settle(Some(c))?;
+                lat.push(Instant::elapsed(&at));
+            }
+            _ = ticker.tick() => {
+                due += rate * tick.as_secs_f64();
+                while (sent as f64) < due {
+                    let props = lapin::BasicProperties::default().with_delivery_mode(2);
+                    let confirm = ch.basic_publish("".into(), queue.into(), opts, &body, props).await?;
+                    let at = Instant::now();
+                    in_flight.push(async move { (at, confirm.await) });
+                    sent += 1;
+                }
+            }
+        }
+    }
+    while let Some((at, c)) = in_flight.next().await {
+        settle(Some(c))?;
+        lat.push(Instant::elapsed(&at));
+    }
+    let _ = ch.close(200, "raw latency done".into()).await;
+    lat.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    Ok((
+        ms(super::super::percentile(&lat, 50.0)),
+        ms(super::super::percentile(&lat, 99.0)),
+        lat.last().map_or(0.0, |d| ms(*d)),
+    ))
+}
