@@ -19,6 +19,7 @@ use anyhow::Context;
 use futures::StreamExt;
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection,
+    message::Delivery,
     options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions},
     types::{AMQPValue, FieldArray, FieldTable, LongString},
 };
@@ -224,21 +225,30 @@ impl std::fmt::Display for Check {
 
 const ONE_AT_A_TIME_PREFETCH: u16 = 100;
 
+/// A manual-ack consumer on `queue`, tagged with the baseline's name.
+async fn consume(ch: &Channel, queue: &str, who: &str) -> anyhow::Result<lapin::Consumer> {
+    let tag = format!("revenant-bench-{who}-{}", uuid::Uuid::new_v4().simple());
+    Ok(ch.basic_consume(queue.into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default()).await?)
+}
+
+/// The next delivery, or an error naming the baseline and how far it got (10 s of silence).
+async fn next_delivery(consumer: &mut lapin::Consumer, who: &str, got: u32, n: u32) -> anyhow::Result<Delivery> {
+    match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
+        Ok(Some(Ok(d))) => Ok(d),
+        Ok(Some(Err(e))) => Err(e).with_context(|| format!("the {who} consumer failed")),
+        Ok(None) | Err(_) => anyhow::bail!("the {who} consumer stopped at {got} of {n}"),
+    }
+}
+
 /// The plain way: for each delivery in turn, the real single-message store in its own
 /// transaction, commit, then ack.
 async fn one_at_a_time(conn: &Connection, pool: &PgPool, queue: &str, n: u32) -> anyhow::Result<Duration> {
     let ch = conn.create_channel().await.context("cannot open a channel")?;
     ch.basic_qos(ONE_AT_A_TIME_PREFETCH, BasicQosOptions::default()).await.context("basic.qos refused")?;
-    let tag = format!("revenant-bench-one-at-a-time-{}", uuid::Uuid::new_v4().simple());
     let start = Instant::now();
-    let mut consumer =
-        ch.basic_consume(queue.into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default()).await?;
+    let mut consumer = consume(&ch, queue, "one-at-a-time").await?;
     for got in 0..n {
-        let d = match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
-            Ok(Some(Ok(d))) => d,
-            Ok(Some(Err(e))) => return Err(e).context("the one-at-a-time consumer failed"),
-            Ok(None) | Err(_) => anyhow::bail!("the one-at-a-time consumer stopped at {got} of {n}"),
-        };
+        let d = next_delivery(&mut consumer, "one-at-a-time", got, n).await?;
         let r = Received::from_delivery(queue, &d);
         store::insert_committed(pool, &r).await.context("the one-at-a-time store failed")?;
         d.acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
@@ -314,16 +324,10 @@ async fn fill(ch: &Channel, queue: &str, run_id: &str, n: u32) -> anyhow::Result
 async fn consume_only(conn: &Connection, queue: &str, prefetch: u16, n: u32) -> anyhow::Result<Duration> {
     let ch = conn.create_channel().await.context("cannot open a channel")?;
     ch.basic_qos(prefetch, BasicQosOptions::default()).await.context("basic.qos refused")?;
-    let tag = format!("revenant-bench-ack-only-{}", uuid::Uuid::new_v4().simple());
     let start = Instant::now();
-    let mut consumer =
-        ch.basic_consume(queue.into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default()).await?;
+    let mut consumer = consume(&ch, queue, "ack-only").await?;
     for got in 0..n {
-        let d = match tokio::time::timeout(Duration::from_secs(10), consumer.next()).await {
-            Ok(Some(Ok(d))) => d,
-            Ok(Some(Err(e))) => return Err(e).context("the ack-only consumer failed"),
-            Ok(None) | Err(_) => anyhow::bail!("the ack-only consumer stopped at {got} of {n}"),
-        };
+        let d = next_delivery(&mut consumer, "ack-only", got, n).await?;
         d.acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
     }
     let took = start.elapsed();
