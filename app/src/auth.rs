@@ -27,12 +27,21 @@ pub async fn whoami() -> Result<Option<Caller>, AppError> {
     Ok(crate::guard::principal().map(|p| Caller { username: p.username, role: p.role.as_str().to_string() }))
 }
 
-/// Only same-site relative paths are followed after sign-in (no open redirect).
+/// Where to go after sign-in: only a path that, resolved against our own origin, stays on it
+/// (no open redirect). Control characters (which browsers strip, turning `/\t/evil` into
+/// `//evil`) and DEL are refused outright, so the answer is always a valid `Location`.
 pub fn safe_next(next: &str) -> String {
-    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') && !next.starts_with("/api/") {
-        next.to_string()
-    } else {
-        "/".to_string()
+    const HOME: &str = "/";
+    let control = next.bytes().any(|b| b < 0x20 || b == 0x7f);
+    if control || !next.starts_with('/') || next.starts_with("//") || next.contains('\\') {
+        return HOME.into();
+    }
+    let Ok(base) = url::Url::parse("http://revenant.invalid/") else { return HOME.into() };
+    match base.join(next) {
+        Ok(u) if u.origin() == base.origin() && !u.path().starts_with("/api/") => {
+            u[url::Position::BeforePath..].to_string()
+        }
+        _ => HOME.into(),
     }
 }
 
@@ -54,6 +63,7 @@ pub async fn login(username: String, password: String, next: Option<String>) -> 
         Err(AuthError::RateLimited) => {
             return Err(AppError::Forbidden("too many failed sign-ins; try again in a few minutes".into()));
         }
+        Err(e @ AuthError::TooLong) => return Err(AppError::Invalid(e.to_string())),
         Err(e) => return Err(AppError::internal(e)),
     };
     engine::audit::record(
@@ -134,6 +144,18 @@ mod tests {
         assert_eq!(safe_next("//evil.example"), "/");
         assert_eq!(safe_next("https://evil.example"), "/");
         assert_eq!(safe_next("/\\evil"), "/");
+        assert_eq!(safe_next("/api/users/change"), "/");
+        assert_eq!(safe_next("/./api/users/change"), "/");
+        assert_eq!(safe_next("/outbox#stuck"), "/outbox#stuck");
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_location_header() {
+        for next in ["/\t/evil.example/", "/\n/evil.example", "/\r\nSet-Cookie: x=1", "/a\0b", "/a\x7fb"] {
+            assert_eq!(safe_next(next), "/", "{next:?}");
+        }
+        assert_eq!(safe_next("/caf\u{e9}"), "/caf%C3%A9");
+        assert!(safe_next("/caf\u{e9}?q=\u{e9} x").bytes().all(|b| (0x21..0x7f).contains(&b)));
     }
 
     #[test]

@@ -72,7 +72,8 @@ test("a firing rule shows its transition and failed webhook attempt; an admin ed
   await field("Critical at").fill("1000");
   await field("Recovers at").fill("0");
   await field("For (seconds)").fill("0");
-  // Nothing listens on port 9: every attempt fails, and the token must never be shown to a viewer.
+  // A loopback target is refused (alerts.allow_private_webhooks is off): every attempt fails,
+  // and neither the token nor the reason is shown to a viewer.
   await field("Webhook URL").fill("http://127.0.0.1:9/hook?token=e2e-secret");
   await form.getByRole("button", { name: "Create rule" }).click();
   await page.getByRole("status").getByRole("link", { name }).click();
@@ -86,6 +87,7 @@ test("a firing rule shows its transition and failed webhook attempt; an admin ed
     await expect(page.getByTestId("rule-deliveries")).toContainText("failed");
   }).toPass({ timeout: 30_000 });
   await expect(page.getByTestId("rule-details")).toContainText("127.0.0.1:9");
+  await expect(page.getByTestId("rule-deliveries")).toContainText("allow_private_webhooks");
   await shot(page, "alerts-rule-firing");
 
   const edit = page.getByTestId("rule-form");
@@ -107,6 +109,8 @@ test("a firing rule shows its transition and failed webhook attempt; an admin ed
   await page.goto(`/alerts/${id}`);
   await expect(page.getByTestId("rule-details")).toContainText("127.0.0.1:9");
   await expect(page.locator("body")).not.toContainText("e2e-secret");
+  await expect(page.getByTestId("rule-deliveries")).toContainText("failed");
+  await expect(page.getByTestId("rule-deliveries")).not.toContainText("loopback");
 
   await page.context().clearCookies();
   await signIn(page, "admin");

@@ -29,3 +29,16 @@ test("every sign-in and sign-out is in the audit log", async ({ page }) => {
   await expect(page).toHaveURL(/\/login/);
   await shot(page, "signed-out");
 });
+
+test("a crafted next= after sign-in stays on the console", async ({ page, baseURL }) => {
+  const origin = new URL(baseURL!).origin;
+  for (const next of ["/%09/evil.example/", "/%0d%0a/evil.example/", "%2F%2Fevil.example"]) {
+    await page.context().clearCookies();
+    await page.goto(`/login?next=${next}`);
+    await page.getByLabel("User name").fill("viewer");
+    await page.getByLabel("Password").fill("e2e-password-1");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page.getByTestId("whoami")).toContainText("viewer");
+    expect(new URL(page.url()).origin, next).toBe(origin);
+  }
+});

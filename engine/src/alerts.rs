@@ -22,6 +22,7 @@
 
 pub mod banner;
 pub mod crud;
+pub mod egress;
 pub mod evaluate;
 pub mod evaluator;
 pub mod link;
@@ -58,6 +59,8 @@ pub struct AlertSettings {
     /// Where `topology_critical` rules read the broker's topology; None: such rules keep
     /// their state and log why.
     pub topology: Option<TopologyProbe>,
+    /// Let webhooks reach loopback, private and link-local addresses (see `egress`).
+    pub allow_private_webhooks: bool,
 }
 
 /// What a `topology_critical` rule needs to build the Topology page's report.
@@ -80,6 +83,7 @@ impl Default for AlertSettings {
             webhook_backoff_base: Duration::from_secs(5),
             webhook_backoff_max: Duration::from_secs(300),
             topology: None,
+            allow_private_webhooks: false,
         }
     }
 }

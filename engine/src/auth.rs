@@ -2,8 +2,17 @@
 //!
 //! Policy: passwords are hashed with argon2id; session tokens are 256 random bits handed to
 //! the browser once and stored only as a SHA-256 hash; failed logins are counted per user
-//! name and per address and refused above a limit for a window. Roles are ordered:
-//! viewer < operator < admin, and every check is "at least this role", deny by default.
+//! name and address (see `throttle`) and refused above a limit for a window; an attempt is
+//! recorded before its password is checked. Lengths are capped before any query or hash, and
+//! the hash runs off the async threads, at the same cost for unknown and disabled users.
+//! A change of role, a disable and a password change end the user's sessions. Roles are
+//! ordered: viewer < operator < admin, and every check is "at least this role", deny by default.
+
+mod proxies;
+mod throttle;
+
+pub use proxies::TrustedProxies;
+pub use throttle::{FAILURE_WINDOW_SECS, MAX_FAILURES, MAX_PER_ADDRESS, Purged, purge, run_purge};
 
 use argon2::{
     Argon2, PasswordHash, PasswordHasher, PasswordVerifier,
@@ -65,17 +74,24 @@ pub enum AuthError {
     BadCredentials,
     #[error("too many failed sign-ins; try again in a few minutes")]
     RateLimited,
+    #[error("user name (64 bytes) or password ({MAX_PASSWORD_BYTES} bytes) is too long")]
+    TooLong,
     #[error(transparent)]
     Db(#[from] sqlx::Error),
     #[error("password hashing failed: {0}")]
     Hash(String),
 }
 
-pub const MAX_FAILURES: i64 = 5;
-pub const FAILURE_WINDOW_SECS: i64 = 300;
+pub const MAX_USERNAME_BYTES: usize = 64;
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// A hash no password matches, checked for unknown and disabled users so that every sign-in
+/// costs the same.
+const DECOY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J3HUMWj4h2H9u5SLbPUXMSgAIIRbUAHsDNbLnH3Lh9A";
 
 fn valid_username(u: &str) -> bool {
-    !u.is_empty() && u.len() <= 64 && u.chars().all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c))
+    !u.is_empty() && u.len() <= MAX_USERNAME_BYTES && u.chars().all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c))
 }
 
 pub fn hash_password(password: &str) -> Result<String, AuthError> {
@@ -84,6 +100,16 @@ pub fn hash_password(password: &str) -> Result<String, AuthError> {
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
         .map_err(|e| AuthError::Hash(e.to_string()))
+}
+
+fn check_new_password(password: &str) -> Result<(), AuthError> {
+    if password.len() > MAX_PASSWORD_BYTES {
+        return Err(AuthError::TooLong);
+    }
+    if password.chars().count() < 10 {
+        return Err(AuthError::WeakPassword);
+    }
+    Ok(())
 }
 
 fn verify_password(password: &str, hash: &str) -> bool {
@@ -99,9 +125,7 @@ pub async fn create_user(
     if !valid_username(username) {
         return Err(AuthError::BadUsername);
     }
-    if password.chars().count() < 10 {
-        return Err(AuthError::WeakPassword);
-    }
+    check_new_password(password)?;
     let hash = hash_password(password)?;
     sqlx::query_scalar("INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3) RETURNING id")
         .bind(username)
@@ -149,8 +173,8 @@ fn token_hash(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
-/// Checks the password (after the rate limit) and opens a session. Returns the token for
-/// the cookie and the principal. A failure is recorded before it is reported.
+/// Checks the password (once the throttle admits the attempt) and opens a session. Returns
+/// the token for the cookie and the principal.
 pub async fn login(
     pool: &PgPool,
     username: &str,
@@ -158,16 +182,10 @@ pub async fn login(
     ip: &str,
     ttl: std::time::Duration,
 ) -> Result<(String, Principal), AuthError> {
-    let recent: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM login_failures
-         WHERE (username = $1 OR source_ip = $2) AND at > now() - make_interval(secs => $3)",
-    )
-    .bind(username)
-    .bind(ip)
-    .bind(FAILURE_WINDOW_SECS as f64)
-    .fetch_one(pool)
-    .await?;
-    if recent >= MAX_FAILURES {
+    if username.len() > MAX_USERNAME_BYTES || password.len() > MAX_PASSWORD_BYTES {
+        return Err(AuthError::TooLong);
+    }
+    if !throttle::admit(pool, username, ip).await? {
         return Err(AuthError::RateLimited);
     }
     let row: Option<(i64, String, String, bool)> =
@@ -175,23 +193,16 @@ pub async fn login(
             .bind(username)
             .fetch_optional(pool)
             .await?;
-    let ok = match &row {
-        Some((_, hash, _, disabled)) => !disabled && verify_password(password, hash),
-        None => {
-            // Spend the same time as a real check, so timing does not reveal user names.
-            let _ = verify_password(
-                password,
-                "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J3HUMWj4h2H9u5SLbPUXMSgAIIRbUAHsDNbLnH3Lh9A",
-            );
-            false
-        }
+    // Unknown and disabled users are checked against a decoy at the same cost.
+    let hash = match &row {
+        Some((_, hash, _, false)) => hash.clone(),
+        _ => DECOY_HASH.to_string(),
     };
-    let Some((user_id, _, role, _)) = row.filter(|_| ok) else {
-        sqlx::query("INSERT INTO login_failures (username, source_ip) VALUES ($1, $2)")
-            .bind(username)
-            .bind(ip)
-            .execute(pool)
-            .await?;
+    let password = password.to_string();
+    let matched = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+        .await
+        .map_err(|e| AuthError::Hash(e.to_string()))?;
+    let Some((user_id, _, role, _)) = row.filter(|r| matched && !r.3) else {
         return Err(AuthError::BadCredentials);
     };
     let role = Role::parse(&role).ok_or(AuthError::BadCredentials)?;
@@ -206,7 +217,7 @@ pub async fn login(
     .bind(ip)
     .execute(pool)
     .await?;
-    sqlx::query("DELETE FROM login_failures WHERE username = $1").bind(username).execute(pool).await?;
+    throttle::clear(pool, username, ip).await?;
     Ok((token, Principal { username: username.into(), role }))
 }
 
@@ -240,21 +251,48 @@ pub async fn logout(db: impl PgExecutor<'_>, token: &str) -> Result<(), sqlx::Er
     Ok(())
 }
 
-pub async fn set_role(db: impl PgExecutor<'_>, username: &str, role: Role) -> Result<bool, sqlx::Error> {
+/// Ends every session of a user (after a change of role, a disable, a new password).
+async fn end_sessions(db: impl PgExecutor<'_>, username: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM sessions WHERE user_id = (SELECT id FROM users WHERE username = $1)")
+        .bind(username)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Changes a user's role and ends their sessions. False when there is no such user.
+pub async fn set_role(db: &mut sqlx::PgConnection, username: &str, role: Role) -> Result<bool, sqlx::Error> {
     let r = sqlx::query("UPDATE users SET role = $2 WHERE username = $1")
         .bind(username)
         .bind(role.as_str())
-        .execute(db)
+        .execute(&mut *db)
         .await?;
+    end_sessions(&mut *db, username).await?;
     Ok(r.rows_affected() == 1)
 }
 
-pub async fn set_disabled(db: impl PgExecutor<'_>, username: &str, disabled: bool) -> Result<bool, sqlx::Error> {
+/// Disables or enables a user; either way their existing sessions end, so enabling a user
+/// never revives an old cookie. False when there is no such user.
+pub async fn set_disabled(db: &mut sqlx::PgConnection, username: &str, disabled: bool) -> Result<bool, sqlx::Error> {
     let r = sqlx::query("UPDATE users SET disabled = $2 WHERE username = $1")
         .bind(username)
         .bind(disabled)
-        .execute(db)
+        .execute(&mut *db)
         .await?;
+    end_sessions(&mut *db, username).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Sets a new password and ends the user's sessions. False when there is no such user.
+pub async fn set_password(db: &mut sqlx::PgConnection, username: &str, password: &str) -> Result<bool, AuthError> {
+    check_new_password(password)?;
+    let hash = hash_password(password)?;
+    let r = sqlx::query("UPDATE users SET password_hash = $2 WHERE username = $1")
+        .bind(username)
+        .bind(hash)
+        .execute(&mut *db)
+        .await?;
+    end_sessions(&mut *db, username).await?;
     Ok(r.rows_affected() == 1)
 }
 

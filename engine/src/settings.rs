@@ -74,7 +74,10 @@ pub struct AuthSettings {
     /// Origins allowed to send mutations besides the request's own host.
     pub allowed_origins: Vec<String>,
     /// Trust this header for the user name (an authenticating reverse proxy); off when None.
+    /// Believed only from `trusted_proxies`.
     pub proxy_user_header: Option<String>,
+    /// Peers whose `X-Forwarded-For` (and `proxy_user_header`) are believed.
+    pub trusted_proxies: crate::auth::TrustedProxies,
     pub session_ttl: Duration,
 }
 
@@ -127,6 +130,11 @@ pub struct Settings {
     pub topology_vhost: String,
     /// When set, `/metrics` needs `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
+    /// Serve `/metrics` without a token even when `public_url` is set (by default it then
+    /// needs `metrics_token`).
+    pub metrics_public: bool,
+    /// Let alert webhooks target loopback, link-local and private addresses.
+    pub allow_private_webhooks: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -148,6 +156,7 @@ struct RawFile {
     public_url: Option<String>,
     topology_vhost: Option<String>,
     metrics_token: Option<String>,
+    metrics_public: Option<bool>,
     #[serde(default)]
     contracts: Vec<ContractSetting>,
     #[serde(default)]
@@ -177,6 +186,7 @@ struct RawRoles {
 #[serde(deny_unknown_fields)]
 struct RawAlerts {
     tick_ms: Option<i64>,
+    allow_private_webhooks: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -210,6 +220,7 @@ struct RawAuth {
     secure_cookies: Option<bool>,
     allowed_origins: Option<Vec<String>>,
     proxy_user_header: Option<String>,
+    trusted_proxies: Option<Vec<String>>,
     session_ttl_hours: Option<i64>,
 }
 
@@ -355,7 +366,14 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         linger: ms(int("ingest.linger_ms", "REVENANT_INGEST_LINGER_MS", env, raw.ingest.linger_ms, 5, 0..=10_000)?),
     };
     let a = raw.auth;
+    let proxies = list(env("REVENANT_TRUSTED_PROXIES")).or(a.trusted_proxies).unwrap_or_default();
+    let trusted_proxies = crate::auth::TrustedProxies::parse(&proxies).map_err(|reason| SettingsError::Invalid {
+        key: "auth.trusted_proxies",
+        env: "REVENANT_TRUSTED_PROXIES",
+        reason,
+    })?;
     let auth = AuthSettings {
+        trusted_proxies,
         secure_cookies: boolean("auth.secure_cookies", "REVENANT_SECURE_COOKIES", env, a.secure_cookies, false)?,
         allowed_origins: list(env("REVENANT_ALLOWED_ORIGINS")).or(a.allowed_origins).unwrap_or_default(),
         proxy_user_header: pick(env, "REVENANT_PROXY_USER_HEADER", a.proxy_user_header),
@@ -364,6 +382,13 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
                 as u64,
         ),
     };
+    if auth.proxy_user_header.is_some() && auth.trusted_proxies.is_empty() {
+        return Err(SettingsError::Invalid {
+            key: "auth.proxy_user_header",
+            env: "REVENANT_PROXY_USER_HEADER",
+            reason: "is believed only from auth.trusted_proxies (REVENANT_TRUSTED_PROXIES): list the proxy".into(),
+        });
+    }
     let outbox_stuck_after = Duration::from_secs(int(
         "outbox.stuck_after_secs",
         "REVENANT_OUTBOX_STUCK_AFTER_SECS",
@@ -418,8 +443,18 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     let topology_vhost =
         pick(env, "REVENANT_TOPOLOGY_VHOST", raw.topology_vhost).unwrap_or_else(|| vhost_of(&amqp_url));
     let metrics_token = pick(env, "REVENANT_METRICS_TOKEN", raw.metrics_token).filter(|t| !t.trim().is_empty());
+    let metrics_public = boolean("metrics_public", "REVENANT_METRICS_PUBLIC", env, raw.metrics_public, false)?;
+    let allow_private_webhooks = boolean(
+        "alerts.allow_private_webhooks",
+        "REVENANT_ALLOW_PRIVATE_WEBHOOKS",
+        env,
+        raw.alerts.allow_private_webhooks,
+        false,
+    )?;
     Ok(Settings {
         metrics_token,
+        metrics_public,
+        allow_private_webhooks,
         public_url,
         alerts_tick,
         contracts: raw.contracts,

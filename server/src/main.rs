@@ -189,6 +189,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let mut set = tokio::task::JoinSet::new();
     let which = roles::Which::from_settings(&settings);
     roles::spawn(&mut set, &settings, &pool, &sources, &stats, which, &shutdown);
+    let purge = engine::auth::run_purge(pool.clone(), std::time::Duration::from_secs(600), shutdown.clone());
+    set.spawn(async move { ("sign-in purge", purge.await) });
     let state = web::app_state(pool, settings, sources, stats);
     let stop = shutdown.clone();
     let web_result = web::serve(state, listener, async move {

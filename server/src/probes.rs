@@ -17,16 +17,40 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
     );
     let ready = pg.ok && mq.ok;
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(json!({ "ready": ready, "dependencies": [pg, mq] })))
+    // The probe is public: it names a failing dependency, never versions or driver errors
+    // (those are logged here, and shown to signed-in users on the Overview).
+    for d in [&pg, &mq].into_iter().filter(|d| !d.ok) {
+        tracing::warn!(dependency = d.name, reason = %d.detail, "not ready");
+    }
+    let deps: Vec<_> = [&pg, &mq].iter().map(|d| json!({ "name": d.name, "ok": d.ok })).collect();
+    (status, Json(json!({ "ready": ready, "dependencies": deps })))
+}
+
+/// Whether `/metrics` answers this request: with `metrics_token`, only to its bearer; without
+/// one, openly, unless `public_url` is set (a console on the internet) and `metrics_public`
+/// was not chosen explicitly.
+pub fn metrics_allowed(settings: &engine::settings::Settings, authorization: Option<&str>) -> Result<(), &'static str> {
+    match &settings.metrics_token {
+        Some(token) => {
+            let want = format!("Bearer {token}");
+            let given = authorization.unwrap_or("");
+            // Compare in constant time: the length leaks, the token does not.
+            let same = want.len() == given.len()
+                && want.bytes().zip(given.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+            if same { Ok(()) } else { Err("metrics need the bearer token (metrics_token)\n") }
+        }
+        None if settings.public_url.is_some() && !settings.metrics_public => {
+            Err("metrics need metrics_token when public_url is set (or set metrics_public = true)\n")
+        }
+        None => Ok(()),
+    }
 }
 
 pub async fn metrics(State(state): State<ServerState>, headers: axum::http::HeaderMap) -> axum::response::Response {
     let app = &state.app;
-    if let Some(token) = &app.settings.metrics_token {
-        let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if given != Some(format!("Bearer {token}").as_str()) {
-            return (StatusCode::UNAUTHORIZED, "metrics need the bearer token (metrics_token)\n").into_response();
-        }
+    let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if let Err(why) = metrics_allowed(&app.settings, given) {
+        return (StatusCode::UNAUTHORIZED, why).into_response();
     }
     let input = match engine::metrics::collect(&app.pool, &app.sources).await {
         Ok(i) => i,

@@ -47,6 +47,7 @@ pub fn alert_settings(s: &Settings) -> engine::alerts::AlertSettings {
         tick: s.alerts_tick,
         public_url: s.public_url.clone(),
         topology,
+        allow_private_webhooks: s.allow_private_webhooks,
         ..Default::default()
     }
 }

@@ -3,10 +3,14 @@
 //! Policy, in order: (1) a mutation (any method but GET/HEAD/OPTIONS) must come from our own
 //! origin — `Origin` equal to the request's host or an allowed origin, or, when a browser
 //! sends no Origin, `Sec-Fetch-Site: same-origin`; anything else is refused with 403.
-//! (2) The caller is resolved from the session cookie (or a trusted proxy header when the
-//! operator turned that on). (3) Server functions are POST only and are checked against
-//! `app::policy` before they parse their arguments; an endpoint missing there is refused.
-//! (4) Every page but the sign-in page needs a signed-in user.
+//! (2) The caller is resolved from the session cookie, or from `auth.proxy_user_header` when
+//! the TCP peer is one of `auth.trusted_proxies`; the client address is the peer's, or the one
+//! a trusted proxy forwards in `X-Forwarded-For`. (3) Server functions are POST only and are
+//! checked against `app::policy` before they parse their arguments; an endpoint missing there
+//! is refused; a body over `API_BODY_LIMIT` is 413 and a NUL byte in a field is 400 naming the
+//! field, before the function runs. (4) Every page but the sign-in page needs a signed-in user.
+//! (5) When `public_url` or `auth.allowed_origins` is set, a `Host` not among them is refused
+//! (DNS rebinding), except on the probes. (6) HSTS is sent when `auth.secure_cookies` is on.
 
 use axum::{
     body::Body,
@@ -20,6 +24,10 @@ use engine::auth::{ClientIp, Principal, Role};
 use crate::web::ServerState;
 
 const PUBLIC_PREFIXES: &[&str] = &["/pkg/", "/healthz", "/readyz", "/metrics", "/favicon.svg", "/login"];
+/// Probes are reached by address (a kubelet, a scraper), so they skip the `Host` check.
+const PROBES: &[&str] = &["/healthz", "/readyz", "/metrics"];
+/// The largest server-function request body.
+pub const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 fn is_safe(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
@@ -46,9 +54,9 @@ pub async fn csrf(State(state): State<ServerState>, req: Request<Body>, next: Ne
     next.run(req).await
 }
 
-async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap) -> Option<Principal> {
+async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap, from_proxy: bool) -> Option<Principal> {
     let pool = &state.app.pool;
-    if let Some(h) = &state.app.settings.auth.proxy_user_header {
+    if let Some(h) = state.app.settings.auth.proxy_user_header.as_ref().filter(|_| from_proxy) {
         if let Some(user) = headers.get(h.as_str()).and_then(|v| v.to_str().ok()) {
             return engine::auth::user_principal(pool, user.trim()).await.ok().flatten();
         }
@@ -64,6 +72,90 @@ async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap) -> Option
     }
 }
 
+/// The hosts a request may name when `public_url` / `allowed_origins` are set (lower case,
+/// with and without the port); empty means any.
+pub fn allowed_hosts(settings: &engine::settings::Settings) -> Vec<String> {
+    let origins = settings.public_url.iter().chain(settings.auth.allowed_origins.iter());
+    let mut hosts = Vec::new();
+    for o in origins {
+        let Ok(u) = url::Url::parse(o) else { continue };
+        let Some(host) = u.host_str() else { continue };
+        let host = host.to_ascii_lowercase();
+        if let Some(port) = u.port_or_known_default() {
+            hosts.push(format!("{host}:{port}"));
+        }
+        if u.port().is_none() {
+            hosts.push(host);
+        }
+    }
+    hosts
+}
+
+pub async fn hosts(State(state): State<ServerState>, req: Request<Body>, next: Next) -> Response {
+    let allowed = allowed_hosts(&state.app.settings);
+    if allowed.is_empty() || PROBES.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
+    let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_ascii_lowercase);
+    if host.as_ref().is_some_and(|h| allowed.contains(h)) {
+        return next.run(req).await;
+    }
+    tracing::warn!(host = host.as_deref().unwrap_or("-"), "refused a request for an unknown host");
+    (StatusCode::MISDIRECTED_REQUEST, "this console answers only for its public_url / allowed_origins hosts\n")
+        .into_response()
+}
+
+/// The first field of a form or JSON body holding a NUL byte (PostgreSQL text cannot).
+fn nul_field(content_type: &str, body: &[u8]) -> Option<String> {
+    if content_type.starts_with("application/x-www-form-urlencoded") {
+        return url::form_urlencoded::parse(body)
+            .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+            .map(|(k, _)| k.into_owned());
+    }
+    if content_type.starts_with("application/json") {
+        fn walk(path: &str, v: &serde_json::Value) -> Option<String> {
+            match v {
+                serde_json::Value::String(s) => s.contains('\0').then(|| path.to_string()),
+                serde_json::Value::Array(a) => a.iter().find_map(|v| walk(path, v)),
+                serde_json::Value::Object(o) => o.iter().find_map(|(k, v)| {
+                    let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    if k.contains('\0') { Some(at) } else { walk(&at, v) }
+                }),
+                _ => None,
+            }
+        }
+        return serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| walk("", &v));
+    }
+    None
+}
+
+/// Reads a server function's body within the limit and refuses NUL bytes in its fields.
+async fn checked_body(req: Request<Body>) -> Result<Request<Body>, Response> {
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let too_large = || {
+        fn_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            app::error::AppError::Invalid(format!("the request is larger than {} MiB", API_BODY_LIMIT >> 20)),
+        )
+    };
+    if declared.is_some_and(|n| n > API_BODY_LIMIT) {
+        return Err(too_large());
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, API_BODY_LIMIT).await else {
+        return Err(too_large());
+    };
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if let Some(field) = nul_field(content_type, &bytes) {
+        let field = app::format::clip(&field, 64);
+        return Err(fn_error(
+            StatusCode::BAD_REQUEST,
+            app::error::AppError::Invalid(format!("{field}: contains a NUL byte, which a text field cannot hold")),
+        ));
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
 fn fn_error(status: StatusCode, err: app::error::AppError) -> Response {
     let body = serde_json::to_string(&err).unwrap_or_else(|_| "\"Internal\"".into());
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
@@ -75,8 +167,12 @@ pub async fn authenticate(
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let principal = resolve(&state, &req.headers().clone()).await;
-    req.extensions_mut().insert(ClientIp(Some(peer.ip().to_string())));
+    let proxies = &state.app.settings.auth.trusted_proxies;
+    let from_proxy = proxies.trusts(peer.ip());
+    let forwarded = req.headers().get("x-forwarded-for").and_then(|v| v.to_str().ok());
+    let client = proxies.client(peer.ip(), forwarded);
+    let principal = resolve(&state, &req.headers().clone(), from_proxy).await;
+    req.extensions_mut().insert(ClientIp(Some(client.to_string())));
     if let Some(p) = &principal {
         req.extensions_mut().insert(p.clone());
     }
@@ -104,6 +200,10 @@ pub async fn authenticate(
                 );
             }
         }
+        let req = match checked_body(req).await {
+            Ok(req) => req,
+            Err(refused) => return refused,
+        };
         return with_error_status(next.run(req).await).await;
     }
     let public = PUBLIC_PREFIXES.iter().any(|p| path == *p || path.starts_with(p));
@@ -133,9 +233,13 @@ async fn with_error_status(resp: Response) -> Response {
     Response::from_parts(parts, Body::from(bytes))
 }
 
-pub async fn headers(req: Request<Body>, next: Next) -> Response {
+pub async fn headers(State(state): State<ServerState>, req: Request<Body>, next: Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
+    if state.app.settings.auth.secure_cookies {
+        // Served over TLS (that is what secure cookies mean): browsers should never downgrade.
+        h.insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
+    }
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
@@ -179,6 +283,16 @@ mod tests {
         assert!(!same_origin(&h(&[("host", "ops.local:3000")]), &[]));
         assert!(same_origin(&h(&[("host", "ops.local:3000"), ("sec-fetch-site", "same-origin")]), &[]));
         assert!(!same_origin(&h(&[("host", "ops.local:3000"), ("sec-fetch-site", "cross-site")]), &[]));
+    }
+
+    #[test]
+    fn nul_bytes_are_found_in_form_and_json_fields() {
+        let form = "application/x-www-form-urlencoded";
+        assert_eq!(nul_field(form, b"username=a%00b&password=x").as_deref(), Some("username"));
+        assert_eq!(nul_field(form, b"username=ab&password=x"), None);
+        let json = "application/json";
+        assert_eq!(nul_field(json, br#"{"input":{"name":"a\u0000"}}"#).as_deref(), Some("input.name"));
+        assert_eq!(nul_field(json, br#"{"input":{"name":"a"}}"#), None);
     }
 
     #[test]

@@ -25,8 +25,18 @@ pub enum UserCommand {
         #[arg(long)]
         role: String,
     },
-    /// Disable a user (their sessions stop working at once).
+    /// Disable a user (their sessions end at once).
     Disable {
+        #[arg(long)]
+        username: String,
+    },
+    /// Enable a disabled user (old sessions stay ended: they sign in again).
+    Enable {
+        #[arg(long)]
+        username: String,
+    },
+    /// Set a user's password (REVENANT_PASSWORD or standard input); their sessions end.
+    SetPassword {
         #[arg(long)]
         username: String,
     },
@@ -62,16 +72,29 @@ pub async fn run(cmd: UserCommand, pool: &sqlx::PgPool) -> anyhow::Result<()> {
             }
         }
         UserCommand::SetRole { username, role } => {
-            if !auth::set_role(&mut *tx, &username, parse_role(&role)?).await? {
+            if !auth::set_role(&mut tx, &username, parse_role(&role)?).await? {
                 bail!("no user named {username}");
             }
             ("user.set_role", username, 1)
         }
         UserCommand::Disable { username } => {
-            if !auth::set_disabled(&mut *tx, &username, true).await? {
+            if !auth::set_disabled(&mut tx, &username, true).await? {
                 bail!("no user named {username}");
             }
             ("user.disable", username, 1)
+        }
+        UserCommand::Enable { username } => {
+            if !auth::set_disabled(&mut tx, &username, false).await? {
+                bail!("no user named {username}");
+            }
+            ("user.enable", username, 1)
+        }
+        UserCommand::SetPassword { username } => {
+            let password = read_password()?;
+            if !auth::set_password(&mut tx, &username, &password).await? {
+                bail!("no user named {username}");
+            }
+            ("user.set_password", username, 1)
         }
     };
     engine::audit::record(

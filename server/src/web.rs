@@ -43,7 +43,8 @@ pub fn router(state: ServerState) -> Router {
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::authenticate))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::csrf))
-        .layer(axum::middleware::from_fn(crate::security::headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::hosts))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::headers))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
             let path = req
                 .extensions()

@@ -1,5 +1,6 @@
-//! Users (admins only): add a user, change a role, disable or enable. Every change is
-//! audited in the same transaction; an admin cannot lock themselves out.
+//! Users (admins only): add a user, change a role, disable or enable, set a new password.
+//! Every change is audited in the same transaction; an admin cannot lock themselves out. A
+//! change of role, a disable or enable and a new password end the user's sessions.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -32,7 +33,7 @@ pub async fn users_list() -> Result<Vec<UserView>, AppError> {
         .collect())
 }
 
-/// `change` is `add`, `role` or `disable` / `enable`.
+/// `change` is `add`, `role`, `disable` / `enable` or `password`.
 #[server(prefix = "/api", endpoint = "users/change")]
 pub async fn users_change(
     change: String,
@@ -49,7 +50,7 @@ pub async fn users_change(
             .and_then(Role::parse)
             .ok_or_else(|| AppError::Invalid("role: choose viewer, operator or admin".into()))
     };
-    if username == me.username && change != "add" {
+    if username == me.username && !matches!(change.as_str(), "add" | "password") {
         return Err(AppError::Invalid("you cannot change your own role or disable yourself".into()));
     }
     let mut tx = state.pool.begin().await?;
@@ -58,7 +59,7 @@ pub async fn users_change(
             let role = parse_role(&role)?;
             match auth::create_user(&mut *tx, &username, password.as_deref().unwrap_or(""), role).await {
                 Ok(_) => ("user.add", format!("added {username} as {}", role.as_str())),
-                Err(e @ (AuthError::BadUsername | AuthError::WeakPassword)) => {
+                Err(e @ (AuthError::BadUsername | AuthError::WeakPassword | AuthError::TooLong)) => {
                     return Err(AppError::Invalid(e.to_string()));
                 }
                 Err(e @ AuthError::Exists(_)) => return Err(AppError::Conflict(e.to_string())),
@@ -67,18 +68,24 @@ pub async fn users_change(
         }
         "role" => {
             let role = parse_role(&role)?;
-            if !auth::set_role(&mut *tx, &username, role).await? {
+            if !auth::set_role(&mut tx, &username, role).await? {
                 return Err(AppError::NotFound(format!("no user named {username}")));
             }
             ("user.set_role", format!("{username} is now {}", role.as_str()))
         }
         "disable" | "enable" => {
             let off = change == "disable";
-            if !auth::set_disabled(&mut *tx, &username, off).await? {
+            if !auth::set_disabled(&mut tx, &username, off).await? {
                 return Err(AppError::NotFound(format!("no user named {username}")));
             }
             (if off { "user.disable" } else { "user.enable" }, format!("{username} {}d", change))
         }
+        "password" => match auth::set_password(&mut tx, &username, password.as_deref().unwrap_or("")).await {
+            Ok(true) => ("user.set_password", format!("new password set for {username}; their sessions ended")),
+            Ok(false) => return Err(AppError::NotFound(format!("no user named {username}"))),
+            Err(e @ (AuthError::WeakPassword | AuthError::TooLong)) => return Err(AppError::Invalid(e.to_string())),
+            Err(e) => return Err(AppError::internal(e)),
+        },
         other => return Err(AppError::Invalid(format!("unknown change `{other}`"))),
     };
     let ip = crate::guard::client_ip();
@@ -160,6 +167,7 @@ pub fn UsersPage() -> impl IntoView {
                 </select>
             </label>
             <button class="btn btn-primary" on:click=move |_| send("add", name.get_untracked(), Some(role.get_untracked()), Some(password.get_untracked()))>"Add user"</button>
+            <button class="btn" title="Sets this user's password and ends their sessions" on:click=move |_| send("password", name.get_untracked(), None, Some(password.get_untracked()))>"Set password"</button>
         </div>
     }
 }

@@ -7,6 +7,8 @@
 //! the next attempt is queued after a backoff with full jitter. A rule silenced meanwhile
 //! sends nothing more. The URL is read from the rule at send time, so fixing a wrong URL
 //! rescues the retries; only its host is ever logged, and errors are recorded without it.
+//! Targets are limited by `egress` (public addresses only, unless allowed) and redirects are
+//! not followed.
 
 use std::error::Error as _;
 
@@ -20,12 +22,16 @@ use super::{AlertSettings, link, rule::WebhookFormat, rule::url_host};
 use crate::outbox::backoff::Backoff;
 
 pub fn client(cfg: &AlertSettings) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .timeout(cfg.webhook_timeout)
         .connect_timeout(cfg.webhook_timeout)
-        .redirect(reqwest::redirect::Policy::limited(3))
-        .user_agent(concat!("revenant-alerts/", env!("CARGO_PKG_VERSION")))
-        .build()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("revenant-alerts/", env!("CARGO_PKG_VERSION")));
+    if cfg.allow_private_webhooks {
+        builder.build()
+    } else {
+        builder.dns_resolver(std::sync::Arc::new(super::egress::PublicOnly)).build()
+    }
 }
 
 /// The generic JSON body.
@@ -123,6 +129,12 @@ async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -
         at: d.at,
     };
     let host = url_host(url);
+    if !cfg.allow_private_webhooks {
+        if let Some(why) = super::egress::refuse_literal(url) {
+            tracing::warn!(%host, attempt = d.attempt, "webhook target refused: not a public address");
+            return (None, Some(why), false);
+        }
+    }
     match http.post(url).json(&body(format, &payload)).send().await {
         Ok(resp) if resp.status().is_success() => {
             tracing::info!(%host, status = resp.status().as_u16(), attempt = d.attempt, "webhook delivered");

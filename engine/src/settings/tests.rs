@@ -96,3 +96,34 @@ fn group_commit_settings_have_defaults_and_are_checked() {
     let err = build(raw, &env_of(BASE)).unwrap_err().to_string();
     assert!(err.contains("`ingest.batch`"), "{err}");
 }
+
+#[test]
+fn trusted_proxies_are_parsed_and_a_bad_one_is_named() {
+    let raw: RawFile = toml::from_str("[auth]\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.1\"]\n").unwrap();
+    let s = build(raw, &env_of(BASE)).unwrap();
+    assert!(s.auth.trusted_proxies.trusts("10.9.9.9".parse().unwrap()));
+    assert!(!s.auth.trusted_proxies.trusts("192.0.2.2".parse().unwrap()));
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_TRUSTED_PROXIES", "10.0.0.1,not-an-ip"));
+    let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+    assert!(err.contains("auth.trusted_proxies") && err.contains("not-an-ip"), "{err}");
+}
+
+#[test]
+fn private_webhooks_and_an_open_metrics_endpoint_are_off_by_default() {
+    let s = build(RawFile::default(), &env_of(BASE)).unwrap();
+    assert!(!s.allow_private_webhooks && !s.metrics_public && s.auth.trusted_proxies.is_empty());
+    let raw: RawFile = toml::from_str("metrics_public = true\n[alerts]\nallow_private_webhooks = true\n").unwrap();
+    let s = build(raw, &env_of(BASE)).unwrap();
+    assert!(s.allow_private_webhooks && s.metrics_public);
+}
+
+#[test]
+fn a_proxy_user_header_needs_trusted_proxies() {
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_PROXY_USER_HEADER", "X-Remote-User"));
+    let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+    assert!(err.contains("auth.trusted_proxies"), "{err}");
+    e.push(("REVENANT_TRUSTED_PROXIES", "127.0.0.1"));
+    assert!(build(RawFile::default(), &env_of(&e)).is_ok());
+}

@@ -4,6 +4,7 @@
 //! Most tests drive the evaluator one sweep at a time (`evaluate_due`, `deliver_due`) with a
 //! zero tick, so "within one evaluation" is exact; one test runs two `run` roles at once.
 
+mod egress;
 mod receiver;
 
 use std::time::{Duration, Instant};
@@ -40,6 +41,8 @@ fn cfg() -> AlertSettings {
         webhook_backoff_base: Duration::from_millis(20),
         webhook_backoff_max: Duration::from_millis(50),
         topology: None,
+        // The receiver listens on 127.0.0.1.
+        allow_private_webhooks: true,
     }
 }
 

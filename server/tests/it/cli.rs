@@ -53,3 +53,31 @@ fn a_bad_setting_in_the_config_file_is_refused_by_name() {
     let e = stderr(&o);
     assert!(e.contains("window"), "{e}");
 }
+
+/// `revenant user set-password` and `disable` / `enable` end the user's sessions, audited.
+#[tokio::test]
+async fn a_new_password_from_the_cli_ends_the_users_sessions() {
+    let db = engine::testing::fresh_db().await;
+    let env = [
+        ("DATABASE_URL", db.url.as_str()),
+        ("AMQP_URL", "amqp://127.0.0.1:5672"),
+        ("REVENANT_PASSWORD", "first password"),
+    ];
+    let ok = |o: Output| assert!(o.status.success(), "{}", stderr(&o));
+    ok(run(&["user", "add", "--username", "ivy", "--role", "operator"], &env));
+    let hour = std::time::Duration::from_secs(3600);
+    let (token, _) = engine::auth::login(&db.pool, "ivy", "first password", "10.0.0.1", hour).await.unwrap();
+    let env2 = [env[0], env[1], ("REVENANT_PASSWORD", "second password")];
+    ok(run(&["user", "set-password", "--username", "ivy"], &env2));
+    assert!(engine::auth::session_principal(&db.pool, &token).await.unwrap().is_none());
+    let (token, _) = engine::auth::login(&db.pool, "ivy", "second password", "10.0.0.1", hour).await.unwrap();
+    ok(run(&["user", "disable", "--username", "ivy"], &env2));
+    ok(run(&["user", "enable", "--username", "ivy"], &env2));
+    assert!(engine::auth::session_principal(&db.pool, &token).await.unwrap().is_none(), "enable revived a session");
+    let actions: Vec<String> =
+        sqlx::query_scalar("SELECT action FROM audit_log ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(actions, ["user.add", "user.set_password", "user.disable", "user.enable"]);
+    let o = run(&["user", "set-password", "--username", "nobody"], &env2);
+    assert!(!o.status.success() && stderr(&o).contains("no user named nobody"), "{}", stderr(&o));
+    db.drop_db().await;
+}

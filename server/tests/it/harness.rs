@@ -13,18 +13,27 @@ pub struct TestApp {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// `spawn_app` with more settings, as environment variables; `$BASE` in a value becomes the
+/// app's own base URL (`http://127.0.0.1:port`).
+pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
     let db = engine::testing::fresh_db().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
     let mut env = HashMap::new();
     env.insert("DATABASE_URL".to_string(), db.url.clone());
     env.insert("AMQP_URL".to_string(), engine::testing::amqp_url());
     env.insert("REVENANT_BIND".to_string(), "127.0.0.1:0".to_string());
+    for (k, v) in extra {
+        env.insert(k.to_string(), v.replace("$BASE", &base));
+    }
     let settings = engine::settings::load(None, false, &|k: &str| env.get(k).cloned()).expect("settings");
     for (name, role) in [("admin", Role::Admin), ("operator", Role::Operator), ("viewer", Role::Viewer)] {
         engine::auth::create_user(&db.pool, name, PASSWORD, role).await.expect("user");
     }
     let sources = engine::sources::open_all(&settings, &db.pool).await.expect("sources");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
     let state = server::web::app_state(db.pool.clone(), settings, sources, server::roles::Stats::default());
     let stop = tokio_util::sync::CancellationToken::new();
     let s = stop.clone();

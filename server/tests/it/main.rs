@@ -3,6 +3,7 @@
 mod audit;
 mod chaos;
 mod cli;
+mod hardening;
 mod harness;
 mod metrics;
 mod pages;

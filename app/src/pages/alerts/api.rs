@@ -311,17 +311,20 @@ pub async fn alerts_delete(id: i64) -> Result<(), AppError> {
 pub async fn alerts_silence(id: i64, amount: String, unit: String, reason: String) -> Result<Outcome, AppError> {
     let principal = crate::guard::require(engine::auth::Role::Admin)?;
     let state = crate::state::app_state()?;
-    let per = match unit.as_str() {
-        "hours" => 60,
-        _ => 1,
-    };
-    let minutes = match amount.trim().parse::<i64>() {
-        // At most 30 days: a longer silence is a disabled rule, and should say so.
-        Ok(n) if n >= 1 && n * per <= 43_200 => n * per,
+    let per: i64 = if unit == "hours" { 60 } else { 1 };
+    let unit = if per == 60 { "hours" } else { "minutes" };
+    // At most 30 days: a longer silence is a disabled rule, and should say so. Checked, so a
+    // huge amount is a field error, not an overflow.
+    let minutes = amount.trim().parse::<i64>().ok().filter(|n| *n >= 1).and_then(|n| n.checked_mul(per));
+    let minutes = match minutes {
+        Some(m) if m <= 43_200 => m,
         _ => {
             return Ok(Outcome::Invalid(vec![FieldErrorView {
                 field: "until".into(),
-                message: format!("until: `{}` is not a whole number of {unit} up to 30 days", amount.trim()),
+                message: format!(
+                    "until: `{}` is not a whole number of {unit} up to 30 days",
+                    crate::format::clip(amount.trim(), 40)
+                ),
             }]));
         }
     };
@@ -367,9 +370,12 @@ pub async fn alerts_history(id: i64, before: Option<i64>) -> Result<HistoryPage,
 
 #[server(prefix = "/api", endpoint = "alerts/deliveries")]
 pub async fn alerts_deliveries(id: i64) -> Result<Vec<DeliveryView>, AppError> {
-    crate::guard::require(engine::auth::Role::Viewer)?;
+    let me = crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let rows = engine::alerts::deliveries(&state.pool, id, 50).await?;
+    // Only admins (who set webhook URLs) see HTTP codes and transport errors: to anyone else
+    // they would map what the server can reach. Others see sent / failed / scheduled.
+    let detail = me.role >= engine::auth::Role::Admin;
     Ok(rows
         .into_iter()
         .map(|d| DeliveryView {
@@ -378,8 +384,8 @@ pub async fn alerts_deliveries(id: i64) -> Result<Vec<DeliveryView>, AppError> {
             to_state: d.to_state,
             attempt: d.attempt,
             at: d.at.map(crate::format::time),
-            status_code: d.status_code,
-            error: d.error,
+            status_code: d.status_code.filter(|_| detail),
+            error: d.error.filter(|_| detail),
             delivered: d.delivered,
             next_attempt_at: crate::format::time(d.next_attempt_at),
         })

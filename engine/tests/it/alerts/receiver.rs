@@ -1,5 +1,6 @@
 //! A real local webhook receiver: a tiny HTTP/1.1 server on port 0 that records each
-//! request's JSON body and answers the scripted status codes in turn (200 once they run out).
+//! request's JSON body and answers the scripted status codes in turn (200 once they run out);
+//! a 3xx redirects to itself.
 
 use std::{
     collections::VecDeque,
@@ -76,7 +77,12 @@ async fn serve(mut stream: TcpStream, bodies: Arc<Mutex<Vec<serde_json::Value>>>
     let body: serde_json::Value = serde_json::from_slice(&buf[head_end..head_end + len]).unwrap();
     bodies.lock().unwrap().push(body);
     let status = script.lock().unwrap().pop_front().unwrap_or(200);
-    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    // A redirect points back here, so a client that follows redirects is seen calling again.
+    let location = match (300..400).contains(&status) {
+        true => format!("location: /hooks/T000/secret-token\r\n"),
+        false => String::new(),
+    };
+    let reply = format!("HTTP/1.1 {status} X\r\n{location}content-length: 0\r\nconnection: close\r\n\r\n");
     let _ = stream.write_all(reply.as_bytes()).await;
     let _ = stream.shutdown().await;
 }
