@@ -20,7 +20,7 @@ pub fn age_since(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
 pub fn bytes(n: i64) -> String {
     match n {
         ..1024 => format!("{n} B"),
-        ..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
         _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
     }
 }

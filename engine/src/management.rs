@@ -5,11 +5,11 @@
 /// (guest/guest when the URL carries none).
 pub fn split_credentials(url: &str) -> (String, String, String) {
     let trimmed = url.trim_end_matches('/');
-    if let Some((scheme, rest)) = trimmed.split_once("://") {
-        if let Some((creds, host)) = rest.rsplit_once('@') {
-            let (u, p) = creds.split_once(':').unwrap_or((creds, ""));
-            return (format!("{scheme}://{host}"), u.to_string(), p.to_string());
-        }
+    if let Some((scheme, rest)) = trimmed.split_once("://")
+        && let Some((creds, host)) = rest.rsplit_once('@')
+    {
+        let (u, p) = creds.split_once(':').unwrap_or((creds, ""));
+        return (format!("{scheme}://{host}"), u.to_string(), p.to_string());
     }
     (trimmed.to_string(), "guest".into(), "guest".into())
 }

@@ -48,8 +48,8 @@ async fn sweep(admin: &mut PgConnection) {
 pub async fn fresh_db() -> TestDb {
     let admin = admin_url();
     let mut conn = PgConnection::connect(&admin).await.expect("connect to TEST_DATABASE_URL");
-    SWEEP.get_or_init(|| async {}).await;
-    sweep(&mut conn).await;
+    // Once per test process, not per test.
+    SWEEP.get_or_init(|| sweep(&mut conn)).await;
     let name = format!("revenant_t_{}", uuid::Uuid::new_v4().simple());
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
         .execute(&mut conn)

@@ -32,11 +32,10 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
 pub fn metrics_allowed(settings: &engine::settings::Settings, authorization: Option<&str>) -> Result<(), &'static str> {
     match &settings.metrics_token {
         Some(token) => {
+            use subtle::ConstantTimeEq;
             let want = format!("Bearer {token}");
-            let given = authorization.unwrap_or("");
-            // Compare in constant time: the length leaks, the token does not.
-            let same = want.len() == given.len()
-                && want.bytes().zip(given.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+            // Compared in constant time: the length leaks, the token does not.
+            let same: bool = want.as_bytes().ct_eq(authorization.unwrap_or("").as_bytes()).into();
             if same { Ok(()) } else { Err("metrics need the bearer token (metrics_token)\n") }
         }
         None if settings.public_url.is_some() && !settings.metrics_public => {

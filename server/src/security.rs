@@ -56,10 +56,10 @@ pub async fn csrf(State(state): State<ServerState>, req: Request<Body>, next: Ne
 
 async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap, from_proxy: bool) -> Option<Principal> {
     let pool = &state.app.pool;
-    if let Some(h) = state.app.settings.auth.proxy_user_header.as_ref().filter(|_| from_proxy) {
-        if let Some(user) = headers.get(h.as_str()).and_then(|v| v.to_str().ok()) {
-            return engine::auth::user_principal(pool, user.trim()).await.ok().flatten();
-        }
+    if let Some(h) = state.app.settings.auth.proxy_user_header.as_ref().filter(|_| from_proxy)
+        && let Some(user) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
+    {
+        return engine::auth::user_principal(pool, user.trim()).await.ok().flatten();
     }
     let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
     let token = app::auth::cookie_value(cookies, app::auth::SESSION_COOKIE)?;
@@ -225,10 +225,10 @@ async fn with_error_status(resp: Response) -> Response {
     let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response();
     };
-    if let Ok(err) = serde_json::from_slice::<app::error::AppError>(&bytes) {
-        if let Ok(status) = StatusCode::from_u16(err.status()) {
-            parts.status = status;
-        }
+    if let Ok(err) = serde_json::from_slice::<app::error::AppError>(&bytes)
+        && let Ok(status) = StatusCode::from_u16(err.status())
+    {
+        parts.status = status;
     }
     Response::from_parts(parts, Body::from(bytes))
 }

@@ -129,11 +129,11 @@ async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -
         at: d.at,
     };
     let host = url_host(url);
-    if !cfg.allow_private_webhooks {
-        if let Some(why) = super::egress::refuse_literal(url) {
-            tracing::warn!(%host, attempt = d.attempt, "webhook target refused: not a public address");
-            return (None, Some(why), false);
-        }
+    if !cfg.allow_private_webhooks
+        && let Some(why) = super::egress::refuse_literal(url)
+    {
+        tracing::warn!(%host, attempt = d.attempt, "webhook target refused: not a public address");
+        return (None, Some(why), false);
     }
     match http.post(url).json(&body(format, &payload)).send().await {
         Ok(resp) if resp.status().is_success() => {

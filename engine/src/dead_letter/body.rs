@@ -34,13 +34,13 @@ pub struct RenderedBody {
 pub fn render(body: &[u8], max: usize) -> RenderedBody {
     let total_bytes = body.len();
     if let Ok(text) = std::str::from_utf8(body) {
-        if body.len() <= JSON_PRETTY_LIMIT && looks_like_json(text) {
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
-                if let Ok(pretty) = serde_json::to_string_pretty(&value) {
-                    let (text, truncated) = cut(pretty, max);
-                    return RenderedBody { kind: BodyKind::Json, text, truncated, total_bytes };
-                }
-            }
+        if body.len() <= JSON_PRETTY_LIMIT
+            && looks_like_json(text)
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
+            && let Ok(pretty) = serde_json::to_string_pretty(&value)
+        {
+            let (text, truncated) = cut(pretty, max);
+            return RenderedBody { kind: BodyKind::Json, text, truncated, total_bytes };
         }
         let (text, truncated) = cut(text.to_string(), max);
         return RenderedBody { kind: BodyKind::Text, text, truncated, total_bytes };

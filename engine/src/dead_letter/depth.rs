@@ -121,10 +121,10 @@ pub async fn run_sampler(
                 }
             };
         }
-        if let Some(c) = &conn {
-            if let Err(e) = sample_once(&pool, c, &http, management_url.as_deref(), &vhost, &queues).await {
-                tracing::warn!(error = format!("{e:#}"), "depth sampling failed");
-            }
+        if let Some(c) = &conn
+            && let Err(e) = sample_once(&pool, c, &http, management_url.as_deref(), &vhost, &queues).await
+        {
+            tracing::warn!(error = format!("{e:#}"), "depth sampling failed");
         }
         if last_prune.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
             match prune(&pool).await {

@@ -91,14 +91,14 @@ pub fn normalise_message(msg: &str) -> String {
     let mut i = 0;
     while i < chars.len() {
         let (pos, c) = chars[i];
-        if matches!(c, '\'' | '"' | '`') {
-            if let Some(close) = chars[i + 1..].iter().position(|&(_, d)| d == c) {
-                out.push(c);
-                out.push_str("<v>");
-                out.push(c);
-                i += close + 2;
-                continue;
-            }
+        if matches!(c, '\'' | '"' | '`')
+            && let Some(close) = chars[i + 1..].iter().position(|&(_, d)| d == c)
+        {
+            out.push(c);
+            out.push_str("<v>");
+            out.push(c);
+            i += close + 2;
+            continue;
         }
         if c.is_alphanumeric() || c == '_' || c == '-' {
             let mut j = i;

@@ -176,8 +176,8 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
         return Ok(Vec::new());
     }
     let groups = upsert_groups(conn, rows).await?;
-    let text = |f: fn(&NewDeadLetter) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let opt = |f: fn(&NewDeadLetter) -> Option<String>| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let text = |f: fn(&NewDeadLetter) -> String| rows.iter().map(&f).collect::<Vec<_>>();
+    let opt = |f: fn(&NewDeadLetter) -> Option<String>| rows.iter().map(&f).collect::<Vec<_>>();
     let group_ids: Vec<Option<i64>> = rows.iter().map(|r| groups.get(&r.fingerprint).copied()).collect();
     let inserted: Vec<(i64, String)> = sqlx::query_as(
         "WITH r AS (

@@ -77,6 +77,9 @@ async fn notified(l: &mut Option<PgListener>) -> Result<(), sqlx::Error> {
     }
 }
 
+// Built and matched within one loop turn, on the stack: boxing the confirm would allocate
+// once per message on the hot path.
+#[allow(clippy::large_enum_variant)]
 enum Wake {
     Shutdown,
     Confirmed(Confirmed),

@@ -76,7 +76,7 @@ impl Edit {
 }
 
 /// What a replay of a dead letter would send now: its latest edit, or the original.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Version {
     pub status: String,
     pub body: Vec<u8>,
@@ -88,9 +88,9 @@ pub struct Version {
 const EDIT_COLUMNS: &str = "id, dead_letter_id, body, headers, edited_by, edited_at, note";
 
 pub async fn current(db: impl PgExecutor<'_>, dead_letter_id: i64) -> Result<Version, EditError> {
-    let row: Option<(String, Vec<u8>, Option<Value>, Option<i64>)> = sqlx::query_as(
-        "SELECT d.status, CASE WHEN e.id IS NULL THEN d.body ELSE e.body END,
-                CASE WHEN e.id IS NULL THEN d.headers ELSE e.headers END, e.id
+    let row: Option<Version> = sqlx::query_as(
+        "SELECT d.status, CASE WHEN e.id IS NULL THEN d.body ELSE e.body END AS body,
+                CASE WHEN e.id IS NULL THEN d.headers ELSE e.headers END AS headers, e.id AS edit_id
          FROM dead_letters d
          LEFT JOIN LATERAL (SELECT id, body, headers FROM dead_letter_edits
                             WHERE dead_letter_id = d.id ORDER BY id DESC LIMIT 1) e ON true
@@ -99,8 +99,7 @@ pub async fn current(db: impl PgExecutor<'_>, dead_letter_id: i64) -> Result<Ver
     .bind(dead_letter_id)
     .fetch_optional(db)
     .await?;
-    let (status, body, headers, edit_id) = row.ok_or(EditError::NotFound(dead_letter_id))?;
-    Ok(Version { status, body, headers, edit_id })
+    row.ok_or(EditError::NotFound(dead_letter_id))
 }
 
 /// The latest edit of a dead letter, if it was ever edited.

@@ -149,7 +149,7 @@ pub fn exchange_reports(t: &Topology) -> Vec<ExchangeReport> {
     let used = |x: &Exchange| t.bindings.iter().any(|b| b.source == x.name);
     t.exchanges
         .iter()
-        .filter(|x| !x.name.is_empty() && !(x.name.starts_with("amq.") && !used(x)))
+        .filter(|x| !x.name.is_empty() && (!x.name.starts_with("amq.") || used(x)))
         .map(|x| {
             let check = match (routing::alternate_exchange(x), routing::covers_every_key(t, x)) {
                 (Some(ae), _) if !t.exchanges.iter().any(|y| y.name == ae) => Check::new(

@@ -70,6 +70,7 @@ pub async fn run(
     res
 }
 
+#[allow(clippy::too_many_arguments)] // the bench's command-line knobs, passed through once
 async fn bench(
     settings: &Settings,
     pool: &PgPool,

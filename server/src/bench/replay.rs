@@ -102,10 +102,10 @@ async fn bench(
         let confirm =
             ch.basic_publish("".into(), raw.into(), options, &body, props).await.context("raw publish failed")?;
         pending.push_back(confirm);
-        if pending.len() >= window {
-            if let Some(c) = pending.pop_front() {
-                c.await.context("raw confirm failed")?;
-            }
+        if pending.len() >= window
+            && let Some(c) = pending.pop_front()
+        {
+            c.await.context("raw confirm failed")?;
         }
     }
     for c in pending {

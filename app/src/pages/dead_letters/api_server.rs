@@ -185,21 +185,21 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
             };
             headers_rows.push(HeaderRow { name: k.clone(), kind, value });
         }
-        if let Ok(table) = headers::table_from_json(&Value::Object(map.clone())) {
-            if let Some(parsed) = x_death::parse(Some(&table)) {
-                deaths = parsed
-                    .entries
-                    .into_iter()
-                    .map(|e| DeathRow {
-                        count: e.count,
-                        reason: e.reason,
-                        queue: e.queue,
-                        exchange: e.exchange,
-                        routing_keys: e.routing_keys.join(", "),
-                        time: e.time.map(crate::format::time),
-                    })
-                    .collect();
-            }
+        if let Ok(table) = headers::table_from_json(&Value::Object(map.clone()))
+            && let Some(parsed) = x_death::parse(Some(&table))
+        {
+            deaths = parsed
+                .entries
+                .into_iter()
+                .map(|e| DeathRow {
+                    count: e.count,
+                    reason: e.reason,
+                    queue: e.queue,
+                    exchange: e.exchange,
+                    routing_keys: e.routing_keys.join(", "),
+                    time: e.time.map(crate::format::time),
+                })
+                .collect();
         }
     }
     let opt = |k: &str, v: &Option<String>| v.as_ref().map(|v| (k.to_string(), v.clone()));

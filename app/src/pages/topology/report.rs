@@ -174,10 +174,8 @@ fn QueueRows(q: QueueView) -> impl IntoView {
         None
     } else {
         let n = |v: &str| bad.iter().filter(|c| c.verdict == v).count();
-        let parts: Vec<String> = ["fail", "warn", "unknown"]
-            .into_iter()
-            .filter_map(|v| (n(v) > 0).then(|| format!("{} {v}", n(v))))
-            .collect();
+        let parts: Vec<String> =
+            ["fail", "warn", "unknown"].into_iter().filter(|&v| n(v) > 0).map(|v| format!("{} {v}", n(v))).collect();
         Some(parts.join(" · "))
     };
     let no_checks = bad.is_empty() && good.is_empty();

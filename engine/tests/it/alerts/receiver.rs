@@ -79,7 +79,7 @@ async fn serve(mut stream: TcpStream, bodies: Arc<Mutex<Vec<serde_json::Value>>>
     let status = script.lock().unwrap().pop_front().unwrap_or(200);
     // A redirect points back here, so a client that follows redirects is seen calling again.
     let location = match (300..400).contains(&status) {
-        true => format!("location: /hooks/T000/secret-token\r\n"),
+        true => "location: /hooks/T000/secret-token\r\n".to_string(),
         false => String::new(),
     };
     let reply = format!("HTTP/1.1 {status} X\r\n{location}content-length: 0\r\nconnection: close\r\n\r\n");
