@@ -1,9 +1,10 @@
-//! Sign-in, sign-out and "who am I", as server functions.
+//! Who the caller is, where to send them after sign-in, and the session cookie. The sign-in,
+//! sign-out and "who am I" server functions are in `api`.
 
-use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::error::AppError;
+pub mod api;
+pub use api::*;
 
 pub const SESSION_COOKIE: &str = "revenant_session";
 
@@ -20,11 +21,6 @@ impl Caller {
     pub fn is_admin(&self) -> bool {
         self.role == "admin"
     }
-}
-
-#[server(prefix = "/api", endpoint = "me")]
-pub async fn whoami() -> Result<Option<Caller>, AppError> {
-    Ok(crate::guard::principal().map(|p| Caller { username: p.username, role: p.role.as_str().to_string() }))
 }
 
 /// Where to go after sign-in: only a path that, resolved against our own origin, stays on it
@@ -45,93 +41,28 @@ pub fn safe_next(next: &str) -> String {
     }
 }
 
-#[server(prefix = "/api", endpoint = "login")]
-pub async fn login(username: String, password: String, next: Option<String>) -> Result<(), AppError> {
-    use engine::auth::{self, AuthError};
-    let state = crate::state::app_state()?;
-    let username = username.trim().to_string();
-    if username.is_empty() || password.is_empty() {
-        return Err(AppError::Invalid("enter a user name and a password".into()));
-    }
-    let ip = crate::guard::client_ip().unwrap_or_else(|| "unknown".into());
-    let ttl = state.settings.auth.session_ttl;
-    let (token, principal) = match auth::login(&state.pool, &username, &password, &ip, ttl).await {
-        Ok(ok) => ok,
-        Err(AuthError::BadCredentials) => {
-            return Err(AppError::Invalid("wrong user name or password".into()));
-        }
-        Err(AuthError::RateLimited) => {
-            return Err(AppError::Forbidden("too many failed sign-ins; try again in a few minutes".into()));
-        }
-        Err(e @ AuthError::TooLong) => return Err(AppError::Invalid(e.to_string())),
-        Err(e) => return Err(AppError::internal(e)),
-    };
-    engine::audit::record(
-        &state.pool,
-        engine::audit::Entry {
-            actor: &principal,
-            source_ip: Some(&ip),
-            action: "user.login",
-            target: Some(principal.username.clone()),
-            filter: None,
-            item_count: 1,
-            outcome: "ok",
-            detail: None,
-        },
-    )
-    .await?;
-    let secure = if state.settings.auth.secure_cookies { "; Secure" } else { "" };
-    let cookie =
-        format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", ttl.as_secs());
-    let resp = expect_context::<leptos_axum::ResponseOptions>();
-    resp.append_header(http::header::SET_COOKIE, http::HeaderValue::from_str(&cookie).map_err(AppError::internal)?);
-    leptos_axum::redirect(&safe_next(next.as_deref().unwrap_or("/")));
-    Ok(())
-}
-
-#[server(prefix = "/api", endpoint = "logout")]
-pub async fn logout() -> Result<(), AppError> {
-    let state = crate::state::app_state()?;
-    let principal = crate::guard::require(engine::auth::Role::Viewer)?;
-    if let Some(token) = session_token() {
-        engine::auth::logout(&state.pool, &token).await?;
-    }
-    let ip = crate::guard::client_ip();
-    engine::audit::record(
-        &state.pool,
-        engine::audit::Entry {
-            actor: &principal,
-            source_ip: ip.as_deref(),
-            action: "user.logout",
-            target: Some(principal.username.clone()),
-            filter: None,
-            item_count: 1,
-            outcome: "ok",
-            detail: None,
-        },
-    )
-    .await?;
-    let resp = expect_context::<leptos_axum::ResponseOptions>();
-    resp.append_header(
-        http::header::SET_COOKIE,
-        http::HeaderValue::from_static("revenant_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
-    leptos_axum::redirect("/login");
-    Ok(())
-}
-
 #[cfg(feature = "ssr")]
 pub fn session_token() -> Option<String> {
-    let parts = use_context::<http::request::Parts>()?;
+    let parts = leptos::prelude::use_context::<http::request::Parts>()?;
     cookie_value(parts.headers.get(http::header::COOKIE)?.to_str().ok()?, SESSION_COOKIE)
 }
 
-/// The value of one cookie in a `Cookie` header.
+/// The session cookie: host-only, whole site, not readable by scripts, never sent cross-site.
+#[cfg(feature = "ssr")]
+pub(crate) fn session_cookie(token: String, max_age: cookie::time::Duration, secure: bool) -> cookie::Cookie<'static> {
+    cookie::Cookie::build((SESSION_COOKIE, token))
+        .path("/")
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .max_age(max_age)
+        .secure(secure)
+        .build()
+}
+
+/// The value of one cookie in a `Cookie` header (malformed pairs are skipped).
+#[cfg(feature = "ssr")]
 pub fn cookie_value(header: &str, name: &str) -> Option<String> {
-    header.split(';').find_map(|kv| {
-        let (k, v) = kv.trim().split_once('=')?;
-        (k == name).then(|| v.to_string())
-    })
+    cookie::Cookie::split_parse(header).filter_map(Result::ok).find(|c| c.name() == name).map(|c| c.value().to_string())
 }
 
 #[cfg(test)]
@@ -158,9 +89,21 @@ mod tests {
         assert!(safe_next("/caf\u{e9}?q=\u{e9} x").bytes().all(|b| (0x21..0x7f).contains(&b)));
     }
 
+    #[cfg(feature = "ssr")]
     #[test]
     fn a_cookie_is_found_among_others() {
         assert_eq!(cookie_value("a=1; revenant_session=abc; b=2", "revenant_session").as_deref(), Some("abc"));
         assert_eq!(cookie_value("a=1", "revenant_session"), None);
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn the_session_cookie_is_strict_and_script_proof() {
+        let c = session_cookie("t0k".into(), cookie::time::Duration::seconds(3600), true).to_string();
+        for part in ["revenant_session=t0k", "HttpOnly", "SameSite=Strict", "Secure", "Path=/", "Max-Age=3600"] {
+            assert!(c.contains(part), "{c} lacks {part}");
+        }
+        let gone = session_cookie(String::new(), cookie::time::Duration::ZERO, false).to_string();
+        assert!(gone.contains("Max-Age=0") && !gone.contains("Secure"), "{gone}");
     }
 }

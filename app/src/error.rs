@@ -65,11 +65,12 @@ impl AppError {
 }
 
 #[cfg(feature = "ssr")]
-impl From<sqlx::Error> for AppError {
-    fn from(e: sqlx::Error) -> Self {
+impl From<engine::db::Error> for AppError {
+    fn from(e: engine::db::Error) -> Self {
+        use engine::db::Error;
         match e {
-            sqlx::Error::RowNotFound => AppError::NotFound("no such row".into()),
-            sqlx::Error::PoolTimedOut => AppError::Unavailable("PostgreSQL is not answering".into()),
+            Error::RowNotFound => AppError::NotFound("no such row".into()),
+            Error::PoolTimedOut => AppError::Unavailable("PostgreSQL is not answering".into()),
             other => AppError::internal(other),
         }
     }

@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use engine::settings::Settings;
-use sqlx::PgPool;
+use engine::{db::Pool, settings::Settings};
 
 use crate::error::AppError;
 
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: PgPool,
+    pub pool: Pool,
     pub settings: Arc<Settings>,
     pub sources: Arc<Vec<engine::sources::Source>>,
     pub relay_stats: Arc<engine::outbox::stats::RelayStats>,

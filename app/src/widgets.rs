@@ -45,7 +45,7 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
     let parts: Vec<String> = pairs
         .iter()
         .filter_map(|(k, v)| {
-            v.as_ref().filter(|v| !v.is_empty()).map(|v| format!("{k}={}", crate::pages::audit::urlencode(v)))
+            v.as_ref().filter(|v| !v.is_empty()).map(|v| format!("{k}={}", crate::format::urlencode(v)))
         })
         .collect();
     if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }

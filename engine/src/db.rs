@@ -12,6 +12,9 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
+/// What the console crate names without depending on sqlx itself.
+pub use sqlx::{Error, PgPool as Pool};
+
 pub const SCHEMA: &str = "revenant";
 
 pub fn options(url: &str) -> anyhow::Result<PgConnectOptions> {

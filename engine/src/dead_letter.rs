@@ -12,8 +12,10 @@
 //!   `body`: bytes for display.
 //! - `ingest`: the consumer role; `depth`: broker-side queue depth samples.
 
+pub mod awaiting;
 pub mod body;
 pub mod depth;
+pub mod downstream;
 pub mod fingerprint;
 pub mod headers;
 pub mod ingest;

@@ -11,6 +11,7 @@ pub mod dead_letter;
 pub mod demo;
 pub mod group_commit;
 pub mod health;
+pub mod heartbeats;
 pub mod host;
 pub mod management;
 pub mod metrics;

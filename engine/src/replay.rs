@@ -24,6 +24,7 @@
 pub mod autopause;
 pub mod broker;
 pub mod edit;
+pub mod edit_log;
 pub mod items;
 pub mod lineage;
 pub mod marks;

@@ -209,7 +209,7 @@ pub async fn authenticate(
     let public = PUBLIC_PREFIXES.iter().any(|p| path == *p || path.starts_with(p));
     if !public && principal.is_none() && is_safe(req.method()) {
         let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        return Redirect::to(&format!("/login?next={}", app::pages::audit::urlencode(target))).into_response();
+        return Redirect::to(&format!("/login?next={}", app::format::urlencode(target))).into_response();
     }
     next.run(req).await
 }

@@ -1,68 +1,11 @@
 //! The audit log: every operator and admin action, newest first. Read-only by design.
 
+use crate::layout::{ErrorBox, PageTitle};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
-use serde::{Deserialize, Serialize};
 
-use crate::error::AppError;
-use crate::layout::{ErrorBox, PageTitle};
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AuditView {
-    pub id: i64,
-    pub at: String,
-    pub actor: String,
-    pub actor_role: String,
-    pub source_ip: String,
-    pub action: String,
-    pub target: String,
-    pub filter: String,
-    pub item_count: i64,
-    pub outcome: String,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AuditPage {
-    pub rows: Vec<AuditView>,
-    pub next_before: Option<i64>,
-}
-
-#[server(prefix = "/api", endpoint = "audit/list")]
-pub async fn audit_list(
-    actor: Option<String>,
-    action: Option<String>,
-    text: Option<String>,
-    before: Option<i64>,
-) -> Result<AuditPage, AppError> {
-    crate::guard::require(engine::auth::Role::Viewer)?;
-    let state = crate::state::app_state()?;
-    let clean = |s: Option<String>| s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-    let filter =
-        engine::audit::AuditFilter { actor: clean(actor), action: clean(action), text: clean(text), before_id: before };
-    let (rows, more) = engine::audit::list(&state.pool, &filter, 50).await?;
-    let next_before = if more { rows.last().map(|r| r.id) } else { None };
-    let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
-    Ok(AuditPage {
-        rows: rows
-            .into_iter()
-            .map(|r| AuditView {
-                id: r.id,
-                at: r.at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-                actor: r.actor,
-                actor_role: r.actor_role,
-                source_ip: r.source_ip.unwrap_or_default(),
-                action: r.action,
-                target: r.target.unwrap_or_default(),
-                filter: json(r.filter),
-                item_count: r.item_count,
-                outcome: r.outcome,
-                detail: json(r.detail),
-            })
-            .collect(),
-        next_before,
-    })
-}
+pub mod api;
+use api::*;
 
 #[component]
 pub fn AuditLogPage() -> impl IntoView {
@@ -90,7 +33,7 @@ pub fn AuditLogPage() -> impl IntoView {
                         let next = p.next_before.map(|b| {
                             let mut params = vec![format!("before={b}")];
                             for k in ["actor", "action", "text"] {
-                                if let Some(v) = q(k) { params.push(format!("{k}={}", urlencode(&v))); }
+                                if let Some(v) = q(k) { params.push(format!("{k}={}", crate::format::urlencode(&v))); }
                             }
                             format!("/audit?{}", params.join("&"))
                         });
@@ -122,16 +65,4 @@ pub fn AuditLogPage() -> impl IntoView {
             })}
         </Suspense>
     }
-}
-
-/// Percent-encodes a query value (the browser does this for form GETs; links need it too).
-pub fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }

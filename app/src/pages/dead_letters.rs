@@ -73,7 +73,7 @@ pub fn QueueCards(list: Vec<api::QueueView>) -> impl IntoView {
     view! {
         <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3 mb-4" data-testid="dlq-cards">
             {list.into_iter().map(|q| {
-                let href = format!("/dead-letters?queue={}", crate::pages::audit::urlencode(&q.queue));
+                let href = format!("/dead-letters?queue={}", crate::format::urlencode(&q.queue));
                 view! {
                     <a href=href class="card px-3 py-2 block hover:border-violet-400">
                         <div class="flex items-center gap-2">

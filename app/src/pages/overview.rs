@@ -2,85 +2,14 @@
 //! oldest pending age, each DLQ's depth, the roles' heartbeats, and the two engines' health.
 //! Refreshed every 5 seconds in the browser.
 
-use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
-
-use crate::error::AppError;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle, StatusDot};
 use crate::pages::dead_letters::{QueueCards, api::dl_queues};
 use crate::pages::outbox::api::outbox_health;
+use leptos::prelude::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DependencyView {
-    pub name: String,
-    pub ok: bool,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct HeartbeatView {
-    pub role: String,
-    pub instance: String,
-    pub host: String,
-    pub last_seen_secs: i64,
-    pub detail: String,
-    /// One line for the table: for a relay, its window, marks and crash duplicate bound.
-    pub summary: String,
-}
-
-#[server(prefix = "/api", endpoint = "dependencies")]
-pub async fn dependency_status() -> Result<Vec<DependencyView>, AppError> {
-    crate::guard::require(engine::auth::Role::Viewer)?;
-    let state = crate::state::app_state()?;
-    let (pg, mq) = tokio::join!(
-        engine::health::postgres(&state.pool),
-        engine::health::rabbitmq(&state.settings.amqp_url, state.settings.management_url.as_deref()),
-    );
-    Ok([pg, mq].into_iter().map(|d| DependencyView { name: d.name.to_string(), ok: d.ok, detail: d.detail }).collect())
-}
-
-#[server(prefix = "/api", endpoint = "heartbeats")]
-pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
-    crate::guard::require(engine::auth::Role::Viewer)?;
-    let state = crate::state::app_state()?;
-    let rows: Vec<(String, String, String, f64, serde_json::Value)> = sqlx::query_as(
-        "SELECT role, instance::text, host, extract(epoch from now() - last_seen)::float8, detail FROM heartbeats
-         WHERE last_seen > now() - interval '1 day' ORDER BY role, last_seen DESC",
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(role, instance, host, age, detail)| HeartbeatView {
-            summary: summary(&role, &detail),
-            role,
-            instance,
-            host,
-            last_seen_secs: age as i64,
-            detail: detail.to_string(),
-        })
-        .collect())
-}
-
-/// What an on-call engineer wants from a heartbeat at a glance.
-#[cfg(feature = "ssr")]
-fn summary(role: &str, d: &serde_json::Value) -> String {
-    let n = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
-    match role {
-        "relay" => match (n("window"), n("mark_batch"), n("duplicate_bound")) {
-            (Some(w), Some(m), Some(b)) => format!("window {w} · marks in groups of ≤ {m} · a kill -9 re-sends ≤ {b}"),
-            (Some(w), _, _) => format!("window {w}"),
-            _ => String::new(),
-        },
-        "ingest" => d
-            .get("queues")
-            .and_then(serde_json::Value::as_array)
-            .map(|q| q.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default(),
-        _ => String::new(),
-    }
-}
+pub mod api;
+use api::{dependency_status, heartbeats};
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
@@ -104,7 +33,7 @@ pub fn OverviewPage() -> impl IntoView {
                             {list.into_iter().map(|s| {
                                 let late = s.oldest_pending_secs.is_some_and(|a| a > s.stuck_after_secs);
                                 view! {
-                                    <a class="card px-3 py-2 block hover:border-violet-400" href=format!("/outbox?source={}", crate::pages::audit::urlencode(&s.source))>
+                                    <a class="card px-3 py-2 block hover:border-violet-400" href=format!("/outbox?source={}", crate::format::urlencode(&s.source))>
                                         <div class="flex"><span class="font-medium">{s.source.clone()}</span>
                                         <span class="ml-auto text-xs muted">"pending "{s.pending.clone()}" · stuck "{s.stuck.clone()}" · failed "{s.failed.clone()}</span></div>
                                         <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">

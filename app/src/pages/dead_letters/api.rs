@@ -155,7 +155,6 @@ pub struct PurgeCountView {
 }
 
 #[cfg(feature = "ssr")]
-#[path = "api_server.rs"]
 mod server;
 
 #[server(prefix = "/api", endpoint = "dead-letters/queues")]

@@ -29,8 +29,8 @@ pub fn OutboxRowPage() -> impl IntoView {
                 match detail.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(d) => {
-                        let full = format!("/outbox/{}/{}?full=1", crate::pages::audit::urlencode(&d.source), crate::pages::audit::urlencode(&d.row.id));
-                        let back = format!("/outbox?source={}", crate::pages::audit::urlencode(&d.source));
+                        let full = format!("/outbox/{}/{}?full=1", crate::format::urlencode(&d.source), crate::format::urlencode(&d.row.id));
+                        let back = format!("/outbox?source={}", crate::format::urlencode(&d.source));
                         let kv = |k: &'static str, v: Option<String>| view! {
                             <tr><th class="w-40">{k}</th><td class="font-mono text-xs break-all">{v.unwrap_or_else(|| "—".into())}</td></tr>
                         };

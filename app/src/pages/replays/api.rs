@@ -90,7 +90,6 @@ pub struct StoryView {
 }
 
 #[cfg(feature = "ssr")]
-#[path = "api_server.rs"]
 mod server;
 
 #[server(prefix = "/api", endpoint = "replay/preview")]

@@ -155,7 +155,6 @@ impl TopologyView {
 }
 
 #[cfg(feature = "ssr")]
-#[path = "api_server.rs"]
 pub(super) mod server;
 
 #[server(prefix = "/api", endpoint = "topology/report")]

@@ -59,12 +59,9 @@ pub fn filter(q: &DlQuery) -> Result<store::ListFilter, AppError> {
 pub async fn queues() -> Result<Vec<QueueView>, AppError> {
     let state = crate::state::app_state()?;
     let latest = engine::dead_letter::depth::latest(&state.pool).await?;
-    let awaiting: Vec<(String, i64)> =
-        sqlx::query_as("SELECT queue, count(*) FROM dead_letters WHERE status = 'awaiting' GROUP BY queue")
-            .fetch_all(&state.pool)
-            .await?;
+    let awaiting = engine::dead_letter::awaiting::by_queue(&state.pool).await?;
     let mut names: Vec<String> = state.settings.ingest.queues.clone();
-    for n in latest.iter().map(|s| s.queue.clone()).chain(awaiting.iter().map(|(q, _)| q.clone())) {
+    for n in latest.iter().map(|s| s.queue.clone()).chain(awaiting.iter().map(|a| a.queue.clone())) {
         if !names.contains(&n) {
             names.push(n);
         }
@@ -76,7 +73,7 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
         let sample = latest.iter().find(|s| s.queue == name);
         let series: Vec<_> = all.iter().filter(|s| s.queue == name).collect();
         out.push(QueueView {
-            awaiting: awaiting.iter().find(|(q, _)| *q == name).map(|(_, n)| *n).unwrap_or(0),
+            awaiting: awaiting.iter().find(|a| a.queue == name).map(|a| a.awaiting).unwrap_or(0),
             ready: sample.map(|s| s.ready),
             unacked: sample.and_then(|s| s.unacked),
             consumers: sample.map(|s| s.consumers),
@@ -306,7 +303,7 @@ fn edit_view(original: &store::DeadLetter, e: edit::Edit) -> EditView {
     }
 }
 
-async fn original(pool: &sqlx::PgPool, id: i64) -> Result<store::DeadLetter, AppError> {
+async fn original(pool: &engine::db::Pool, id: i64) -> Result<store::DeadLetter, AppError> {
     store::get(pool, id).await.map_err(|e| match e {
         store::StoreError::NotFound(_) => AppError::NotFound(format!("no dead letter #{id}")),
         other => AppError::internal(other),

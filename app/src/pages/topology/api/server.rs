@@ -1,12 +1,12 @@
 //! The server side of the Topology server functions: engine reports and contracts turned
 //! into the page's serialisable views.
 
+use engine::db::Pool;
 use engine::settings::Settings;
 use engine::topology::{
     Check, TopologyReport,
     contract::{self, Contract, ContractError, Level, Origin},
 };
-use sqlx::PgPool;
 
 use super::*;
 
@@ -70,7 +70,7 @@ pub fn config_contracts(s: &Settings) -> Result<Vec<Contract>, AppError> {
 }
 
 /// Console and config contracts together, as the checks apply them.
-pub async fn contracts(pool: &PgPool, s: &Settings) -> Result<Vec<Contract>, AppError> {
+pub async fn contracts(pool: &Pool, s: &Settings) -> Result<Vec<Contract>, AppError> {
     let console = contract::list(pool, Some(&s.topology_vhost)).await?;
     Ok(contract::merged(console, config_contracts(s)?))
 }

@@ -174,17 +174,16 @@ pub async fn story(id: i64) -> Result<Vec<StoryView>, AppError> {
     let state = crate::state::app_state()?;
     let events = replay::lineage::story(&state.pool, id).await.map_err(replay_error)?;
     // Edits are part of the story too: who changed what before a replay.
-    let edits: Vec<(i64, chrono::DateTime<chrono::Utc>, String, Option<String>)> = sqlx::query_as(
-        "SELECT id, edited_at, edited_by, note FROM dead_letter_edits WHERE dead_letter_id = $1 ORDER BY id",
-    )
-    .bind(id)
-    .fetch_all(&state.pool)
-    .await?;
+    let edits = replay::edit_log::of(&state.pool, id).await?;
     let mut out: Vec<(chrono::DateTime<chrono::Utc>, StoryView)> = edits
         .into_iter()
-        .map(|(edit, at, by, note)| {
-            let text = format!("edit #{edit} by {by}{}", note.map(|n| format!(": {n}")).unwrap_or_default());
-            (at, StoryView { at: crate::format::time(at), dead_letter_id: id, kind: "edited".into(), text })
+        .map(|e| {
+            let note = e.note.map(|n| format!(": {n}")).unwrap_or_default();
+            let text = format!("edit #{} by {}{note}", e.id, e.edited_by);
+            (
+                e.edited_at,
+                StoryView { at: crate::format::time(e.edited_at), dead_letter_id: id, kind: "edited".into(), text },
+            )
         })
         .collect();
     out.extend(events.into_iter().map(|e| {

@@ -1,0 +1,63 @@
+//! The audit log's server function and wire types.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::AppError;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AuditView {
+    pub id: i64,
+    pub at: String,
+    pub actor: String,
+    pub actor_role: String,
+    pub source_ip: String,
+    pub action: String,
+    pub target: String,
+    pub filter: String,
+    pub item_count: i64,
+    pub outcome: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AuditPage {
+    pub rows: Vec<AuditView>,
+    pub next_before: Option<i64>,
+}
+
+#[server(prefix = "/api", endpoint = "audit/list")]
+pub async fn audit_list(
+    actor: Option<String>,
+    action: Option<String>,
+    text: Option<String>,
+    before: Option<i64>,
+) -> Result<AuditPage, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let clean = |s: Option<String>| s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let filter =
+        engine::audit::AuditFilter { actor: clean(actor), action: clean(action), text: clean(text), before_id: before };
+    let (rows, more) = engine::audit::list(&state.pool, &filter, 50).await?;
+    let next_before = if more { rows.last().map(|r| r.id) } else { None };
+    let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
+    Ok(AuditPage {
+        rows: rows
+            .into_iter()
+            .map(|r| AuditView {
+                id: r.id,
+                at: r.at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                actor: r.actor,
+                actor_role: r.actor_role,
+                source_ip: r.source_ip.unwrap_or_default(),
+                action: r.action,
+                target: r.target.unwrap_or_default(),
+                filter: json(r.filter),
+                item_count: r.item_count,
+                outcome: r.outcome,
+                detail: json(r.detail),
+            })
+            .collect(),
+        next_before,
+    })
+}
