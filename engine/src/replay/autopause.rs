@@ -36,7 +36,7 @@ pub async fn check(pool: &PgPool, plan_id: i64) -> sqlx::Result<Option<String>> 
               w AS (SELECT i.dead_letter_id FROM replay_items i, p
                     WHERE i.plan_id = p.id AND i.status = 'sent'
                       AND i.sent_at >= now() - make_interval(secs => p.auto_pause_window_secs))
-         SELECT p.auto_pause_share AS "share!", p.auto_pause_window_secs AS "window!",
+         SELECT p.auto_pause_share AS "auto_pause_share!", p.auto_pause_window_secs,
                 (SELECT count(*) FROM w) AS "sent!",
                 (SELECT count(*) FROM w WHERE EXISTS (
                     SELECT 1 FROM dead_letters d WHERE d.replay_of = w.dead_letter_id AND d.ingested_at >= p.created_at))
@@ -47,7 +47,7 @@ pub async fn check(pool: &PgPool, plan_id: i64) -> sqlx::Result<Option<String>> 
     .fetch_optional(pool)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    let (share, window, sent, died) = (row.share, row.window, row.sent, row.died);
+    let (share, window, sent, died) = (row.auto_pause_share, row.auto_pause_window_secs, row.sent, row.died);
     if !should_pause(sent, died, share) {
         return Ok(None);
     }
