@@ -29,19 +29,19 @@ pub struct Entry<'a> {
 }
 
 pub async fn record(db: impl PgExecutor<'_>, e: Entry<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO audit_log (actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        e.actor.username,
+        e.actor.role.as_str(),
+        e.source_ip,
+        e.action,
+        e.target,
+        e.filter,
+        e.item_count,
+        e.outcome,
+        e.detail
     )
-    .bind(&e.actor.username)
-    .bind(e.actor.role.as_str())
-    .bind(e.source_ip)
-    .bind(e.action)
-    .bind(e.target)
-    .bind(e.filter)
-    .bind(e.item_count)
-    .bind(e.outcome)
-    .bind(e.detail)
     .fetch_one(db)
     .await
 }
@@ -80,6 +80,7 @@ pub struct AuditFilter {
 
 /// A page of entries, newest first; one more than `limit` is fetched to tell if more exist.
 pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
+    // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT id, at, actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail FROM audit_log WHERE true",
     );

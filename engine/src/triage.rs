@@ -82,52 +82,56 @@ pub async fn freeze_archive(
     let reason = reason_ok(reason)?;
     let id = Uuid::new_v4();
     let mut tx = pool.begin().await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO selections (id, kind, source, action, reason, filter, created_by, expires_at)
          VALUES ($1, 'dead_letters', 'dead_letters', 'archive', $2, $3, $4, now() + interval '15 minutes')",
+        id,
+        reason,
+        serde_json::to_value(f).unwrap_or_default(),
+        actor.username
     )
-    .bind(id)
-    .bind(reason)
-    .bind(serde_json::to_value(f).unwrap_or_default())
-    .bind(&actor.username)
     .execute(&mut *tx)
     .await?;
+    // Runtime-checked: the WHERE clause depends on which list filters are given.
     let mut q = QueryBuilder::<Postgres>::new("INSERT INTO selection_items (selection_id, item) SELECT ");
     q.push_bind(id).push(", id::text FROM dead_letters WHERE status IN ('awaiting', 'replayed')");
     store::push_conditions(&mut q, f);
     let n = q.build().execute(&mut *tx).await?.rows_affected() as i64;
-    sqlx::query("UPDATE selections SET item_count = $2 WHERE id = $1").bind(id).bind(n).execute(&mut *tx).await?;
+    sqlx::query!("UPDATE selections SET item_count = $2 WHERE id = $1", id, n).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(Frozen { selection_id: id, count: n })
 }
 
 pub async fn execute_archive(pool: &PgPool, selection: Uuid, actor: &Actor<'_>) -> Result<u64, TriageError> {
     let mut tx = pool.begin().await?;
-    let sel: Option<(Option<String>, serde_json::Value, i64)> = sqlx::query_as(
+    let sel = sqlx::query!(
         "SELECT reason, filter, item_count FROM selections
          WHERE id = $1 AND kind = 'dead_letters' AND executed_at IS NULL AND expires_at > now() FOR UPDATE",
+        selection
     )
-    .bind(selection)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((reason, filter, frozen)) = sel else {
+    let Some(sel) = sel else {
         return Err(TriageError::SelectionGone);
     };
-    let changed = sqlx::query(
+    let (reason, filter, frozen) = (sel.reason, sel.filter, sel.item_count);
+    let changed = sqlx::query!(
         "UPDATE dead_letters d SET status = 'archived', archived_reason = $2
          FROM selection_items s
          WHERE s.selection_id = $1 AND d.id = s.item::bigint AND d.status IN ('awaiting', 'replayed')",
+        selection,
+        reason.as_deref().unwrap_or_default()
     )
-    .bind(selection)
-    .bind(reason.as_deref().unwrap_or_default())
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    sqlx::query("UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1")
-        .bind(selection)
-        .bind(changed as i64)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1",
+        selection,
+        changed as i64
+    )
+    .execute(&mut *tx)
+    .await?;
     audit::record(
         &mut *tx,
         audit::Entry {
@@ -158,11 +162,11 @@ fn ids_ok(ids: &[i64]) -> Result<(), TriageError> {
 pub async fn restore_ids(pool: &PgPool, ids: &[i64], actor: &Actor<'_>) -> Result<u64, TriageError> {
     ids_ok(ids)?;
     let mut tx = pool.begin().await?;
-    let changed: Vec<i64> = sqlx::query_scalar(
+    let changed = sqlx::query_scalar!(
         "UPDATE dead_letters SET status = 'awaiting', archived_reason = NULL
          WHERE id = ANY($1) AND status = 'archived' RETURNING id",
+        ids
     )
-    .bind(ids)
     .fetch_all(&mut *tx)
     .await?;
     audit::record(
@@ -221,6 +225,7 @@ pub async fn purge_archived(pool: &PgPool, days: i64, f: &ListFilter, actor: &Ac
     let (mut total, mut batch) = (0u64, 0u32);
     loop {
         let mut tx = pool.begin().await?;
+        // Runtime-checked: the WHERE clause depends on which list filters are given.
         let mut q = QueryBuilder::<Postgres>::new("SELECT id FROM dead_letters WHERE true");
         store::push_conditions(&mut q, &f);
         // Rows another transaction holds (a restore, say) are left for the next purge.
@@ -229,16 +234,12 @@ pub async fn purge_archived(pool: &PgPool, days: i64, f: &ListFilter, actor: &Ac
         if ids.is_empty() {
             break;
         }
-        sqlx::query("DELETE FROM replay_items WHERE dead_letter_id = ANY($1)").bind(&ids).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM dead_letter_edits WHERE dead_letter_id = ANY($1)")
-            .bind(&ids)
+        sqlx::query!("DELETE FROM replay_items WHERE dead_letter_id = ANY($1)", &ids).execute(&mut *tx).await?;
+        sqlx::query!("DELETE FROM dead_letter_edits WHERE dead_letter_id = ANY($1)", &ids).execute(&mut *tx).await?;
+        sqlx::query!("UPDATE dead_letters SET replay_of = NULL WHERE replay_of = ANY($1)", &ids)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE dead_letters SET replay_of = NULL WHERE replay_of = ANY($1)")
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await?;
-        let n = sqlx::query("DELETE FROM dead_letters WHERE id = ANY($1)").bind(&ids).execute(&mut *tx).await?;
+        let n = sqlx::query!("DELETE FROM dead_letters WHERE id = ANY($1)", &ids).execute(&mut *tx).await?;
         let n = n.rows_affected();
         batch += 1;
         audit::record(

@@ -77,14 +77,16 @@ pub async fn sample_once(
             Some(m) => unacked(http, m, vhost, queue).await,
             None => None,
         };
-        sqlx::query("INSERT INTO queue_samples (queue, ready, unacked, consumers) VALUES ($1, $2, $3, $4)")
-            .bind(queue)
-            .bind(i64::from(q.message_count()))
-            .bind(unacked)
-            .bind(i64::from(q.consumer_count()))
-            .execute(pool)
-            .await
-            .context("cannot write a queue sample")?;
+        sqlx::query!(
+            "INSERT INTO queue_samples (queue, ready, unacked, consumers) VALUES ($1, $2, $3, $4)",
+            queue,
+            i64::from(q.message_count()),
+            unacked,
+            i64::from(q.consumer_count())
+        )
+        .execute(pool)
+        .await
+        .context("cannot write a queue sample")?;
         written += 1;
     }
     Ok(written)
@@ -92,7 +94,7 @@ pub async fn sample_once(
 
 pub async fn prune(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     let cutoff = Utc::now() - chrono::Duration::from_std(RETENTION).unwrap_or(chrono::Duration::days(7));
-    let res = sqlx::query("DELETE FROM queue_samples WHERE at < $1").bind(cutoff).execute(db).await?;
+    let res = sqlx::query!("DELETE FROM queue_samples WHERE at < $1", cutoff).execute(db).await?;
     Ok(res.rows_affected())
 }
 
@@ -146,8 +148,9 @@ pub async fn run_sampler(
 
 /// The newest sample of each queue.
 pub async fn latest(db: impl PgExecutor<'_>) -> Result<Vec<QueueSample>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT DISTINCT ON (queue) queue, at, ready, unacked, consumers FROM queue_samples ORDER BY queue, at DESC",
+    sqlx::query_as!(
+        QueueSample,
+        "SELECT DISTINCT ON (queue) queue, at, ready, unacked, consumers FROM queue_samples ORDER BY queue, at DESC"
     )
     .fetch_all(db)
     .await
@@ -169,12 +172,13 @@ pub async fn series_of(
     queues: &[String],
     since: DateTime<Utc>,
 ) -> Result<Vec<QueueSample>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        QueueSample,
         "SELECT queue, at, ready, unacked, consumers FROM queue_samples
          WHERE queue = ANY($1) AND at >= $2 ORDER BY queue, at",
+        queues,
+        since
     )
-    .bind(queues)
-    .bind(since)
     .fetch_all(db)
     .await
 }

@@ -287,13 +287,13 @@ async fn heartbeat(
     let host = crate::host::name();
     loop {
         let detail = serde_json::json!({"queues": queues, "counts": stats.snapshot()});
-        let res = sqlx::query(
+        let res = sqlx::query!(
             "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('ingest', $1, $2, $3)
              ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), detail = EXCLUDED.detail",
+            instance,
+            host,
+            detail
         )
-        .bind(instance)
-        .bind(&host)
-        .bind(detail)
         .execute(&pool)
         .await;
         if let Err(e) = res {

@@ -47,8 +47,7 @@ pub async fn insert(conn: &mut PgConnection, r: &Received) -> Result<InsertOutco
     if let Some(Some(id)) = store_batch::insert(&mut *conn, std::slice::from_ref(&row)).await?.first() {
         return Ok(InsertOutcome::Inserted(*id));
     }
-    let id: i64 = sqlx::query_scalar("SELECT id FROM dead_letters WHERE natural_key = $1")
-        .bind(row.natural_key())
+    let id = sqlx::query_scalar!("SELECT id FROM dead_letters WHERE natural_key = $1", row.natural_key())
         .fetch_one(&mut *conn)
         .await?;
     Ok(InsertOutcome::Duplicate(id))
@@ -63,17 +62,17 @@ pub async fn insert_committed(pool: &PgPool, r: &Received) -> Result<InsertOutco
     Ok(outcome)
 }
 
-pub(crate) const FULL_COLUMNS: &str =
-    "id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
-    app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body, body_size,
-    exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys, death_count,
-    first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason, replay_of, ingested_at";
-
 pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<DeadLetter, StoreError> {
-    sqlx::query_as::<_, DeadLetter>(sqlx::AssertSqlSafe(format!(
-        "SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = $1"
-    )))
-    .bind(id)
+    sqlx::query_as!(
+        DeadLetter,
+        "SELECT id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+            app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
+            body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
+            death_count, first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason,
+            replay_of, ingested_at
+         FROM dead_letters WHERE id = $1",
+        id
+    )
     .fetch_optional(db)
     .await?
     .ok_or(StoreError::NotFound(id))
@@ -111,6 +110,7 @@ pub async fn list(
     limit: i64,
 ) -> Result<Page, StoreError> {
     let limit = limit.clamp(1, 1000);
+    // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT id, queue, message_id, content_type, reason, original_queue, error_type, error_message, death_count,
             group_id, status, body_size, substring(body from 1 for ",
@@ -163,6 +163,7 @@ pub fn push_conditions(q: &mut QueryBuilder<Postgres>, f: &ListFilter) {
 
 /// How many dead letters match, stopping at `cap` (the caller shows "more than").
 pub async fn count(db: impl PgExecutor<'_>, f: &ListFilter, cap: i64) -> Result<(i64, bool), StoreError> {
+    // Runtime-checked: the WHERE clause depends on which filters are given.
     let mut q = QueryBuilder::<Postgres>::new("SELECT count(*) FROM (SELECT 1 FROM dead_letters WHERE true");
     push_conditions(&mut q, f);
     q.push(" LIMIT ").push_bind(cap + 1).push(") capped");
@@ -180,6 +181,7 @@ pub struct GroupFilter {
 
 /// Failure groups, most recently seen first, each with its count of awaiting messages.
 pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Result<Vec<FailureGroup>, StoreError> {
+    // Runtime-checked: the WHERE clause depends on which filters are given.
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.first_seen,
             g.last_seen, g.count, a.awaiting
@@ -209,13 +211,13 @@ pub async fn set_status(
     from: Option<Status>,
     to: Status,
 ) -> Result<Vec<i64>, StoreError> {
-    let changed = sqlx::query_scalar(
+    let changed = sqlx::query_scalar!(
         "UPDATE dead_letters SET status = $2
          WHERE id = ANY($1) AND ($3::text IS NULL OR status = $3) RETURNING id",
+        ids,
+        to.as_str(),
+        from.map(Status::as_str)
     )
-    .bind(ids)
-    .bind(to.as_str())
-    .bind(from.map(Status::as_str))
     .fetch_all(db)
     .await?;
     Ok(changed)
@@ -224,12 +226,12 @@ pub async fn set_status(
 /// Archives `ids` with a reason; a message being replayed right now is left alone. Returns
 /// the ids actually archived.
 pub async fn archive(db: impl PgExecutor<'_>, ids: &[i64], reason: &str) -> Result<Vec<i64>, StoreError> {
-    let changed = sqlx::query_scalar(
+    let changed = sqlx::query_scalar!(
         "UPDATE dead_letters SET status = 'archived', archived_reason = $2
          WHERE id = ANY($1) AND status IN ('awaiting', 'replayed') RETURNING id",
+        ids,
+        reason
     )
-    .bind(ids)
-    .bind(reason)
     .fetch_all(db)
     .await?;
     Ok(changed)

@@ -147,7 +147,7 @@ async fn upsert_groups(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Resul
     let col = |f: fn(&NewDeadLetter) -> Option<String>| first.iter().map(|r| f(r)).collect::<Vec<_>>();
     // `DO UPDATE` rather than `DO NOTHING` so that an existing group's id comes back too (and
     // is locked until commit, like the rows that will count in it).
-    let ids: Vec<(i64, String)> = sqlx::query_as(
+    let ids = sqlx::query!(
         "INSERT INTO failure_groups (fingerprint, original_queue, reason, error_type, error_sample, count)
          SELECT fingerprint, original_queue, reason, error_type, error_sample, 0
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
@@ -156,15 +156,15 @@ async fn upsert_groups(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Resul
          ON CONFLICT ON CONSTRAINT failure_groups_fingerprint_key
          DO UPDATE SET last_seen = failure_groups.last_seen
          RETURNING id, fingerprint",
+        &first.iter().map(|r| r.fingerprint.clone()).collect::<Vec<_>>(),
+        &first.iter().map(|r| r.group_queue.clone()).collect::<Vec<_>>(),
+        &first.iter().map(|r| r.reason).collect::<Vec<_>>() as &[&str],
+        &col(|r| r.error_type.clone()) as &[Option<String>],
+        &col(|r| r.error_message.clone()) as &[Option<String>]
     )
-    .bind(first.iter().map(|r| r.fingerprint.clone()).collect::<Vec<_>>())
-    .bind(first.iter().map(|r| r.group_queue.clone()).collect::<Vec<_>>())
-    .bind(first.iter().map(|r| r.reason).collect::<Vec<_>>())
-    .bind(col(|r| r.error_type.clone()))
-    .bind(col(|r| r.error_message.clone()))
     .fetch_all(&mut *conn)
     .await?;
-    Ok(ids.into_iter().map(|(id, fp)| (fp, id)).collect())
+    Ok(ids.into_iter().map(|g| (g.fingerprint, g.id)).collect())
 }
 
 /// Stores `rows` in the caller's transaction: one group upsert, then one statement that
@@ -179,7 +179,7 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
     let text = |f: fn(&NewDeadLetter) -> String| rows.iter().map(&f).collect::<Vec<_>>();
     let opt = |f: fn(&NewDeadLetter) -> Option<String>| rows.iter().map(&f).collect::<Vec<_>>();
     let group_ids: Vec<Option<i64>> = rows.iter().map(|r| groups.get(&r.fingerprint).copied()).collect();
-    let inserted: Vec<(i64, String)> = sqlx::query_as(
+    let inserted = sqlx::query!(
         "WITH r AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                 $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::smallint[],
@@ -216,43 +216,43 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
             WHERE g.id = c.group_id
          )
          SELECT id, natural_key FROM ins",
+        &text(|r| r.queue.clone()),
+        &text(|r| r.natural_key.clone()),
+        &opt(|r| r.message_id.clone()) as &[Option<String>],
+        &opt(|r| r.correlation_id.clone()) as &[Option<String>],
+        &opt(|r| r.content_type.clone()) as &[Option<String>],
+        &opt(|r| r.content_encoding.clone()) as &[Option<String>],
+        &rows.iter().map(|r| r.amqp_timestamp).collect::<Vec<_>>() as &[Option<DateTime<Utc>>],
+        &opt(|r| r.app_id.clone()) as &[Option<String>],
+        &opt(|r| r.msg_type.clone()) as &[Option<String>],
+        &opt(|r| r.user_id.clone()) as &[Option<String>],
+        &opt(|r| r.cluster_id.clone()) as &[Option<String>],
+        &rows.iter().map(|r| r.delivery_mode).collect::<Vec<_>>() as &[Option<i16>],
+        &rows.iter().map(|r| r.priority).collect::<Vec<_>>() as &[Option<i16>],
+        &opt(|r| r.expiration.clone()) as &[Option<String>],
+        &opt(|r| r.reply_to.clone()) as &[Option<String>],
+        &rows.iter().map(|r| r.headers.clone()).collect::<Vec<_>>() as &[Option<serde_json::Value>],
+        &rows.iter().map(|r| r.body.as_slice()).collect::<Vec<_>>() as &[&[u8]],
+        &text(|r| r.exchange.clone()),
+        &text(|r| r.routing_key.clone()),
+        &rows.iter().map(|r| r.reason).collect::<Vec<_>>() as &[&str],
+        &opt(|r| r.original_queue.clone()) as &[Option<String>],
+        &opt(|r| r.original_exchange.clone()) as &[Option<String>],
+        // A text[] per row would make a two-dimensional array, which unnest flattens.
+        &rows.iter().map(|r| serde_json::json!(r.original_routing_keys)).collect::<Vec<_>>(),
+        &rows.iter().map(|r| r.death_count).collect::<Vec<_>>(),
+        &rows.iter().map(|r| r.first_death_at).collect::<Vec<_>>() as &[Option<DateTime<Utc>>],
+        &opt(|r| r.error_type.clone()) as &[Option<String>],
+        &opt(|r| r.error_message.clone()) as &[Option<String>],
+        &text(|r| r.fingerprint.clone()),
+        &group_ids as &[Option<i64>],
+        &rows.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>() as &[Option<i64>],
+        &rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>() as &[Option<i64>]
     )
-    .bind(text(|r| r.queue.clone()))
-    .bind(text(|r| r.natural_key.clone()))
-    .bind(opt(|r| r.message_id.clone()))
-    .bind(opt(|r| r.correlation_id.clone()))
-    .bind(opt(|r| r.content_type.clone()))
-    .bind(opt(|r| r.content_encoding.clone()))
-    .bind(rows.iter().map(|r| r.amqp_timestamp).collect::<Vec<_>>())
-    .bind(opt(|r| r.app_id.clone()))
-    .bind(opt(|r| r.msg_type.clone()))
-    .bind(opt(|r| r.user_id.clone()))
-    .bind(opt(|r| r.cluster_id.clone()))
-    .bind(rows.iter().map(|r| r.delivery_mode).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.priority).collect::<Vec<_>>())
-    .bind(opt(|r| r.expiration.clone()))
-    .bind(opt(|r| r.reply_to.clone()))
-    .bind(rows.iter().map(|r| r.headers.clone()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.body.as_slice()).collect::<Vec<&[u8]>>())
-    .bind(text(|r| r.exchange.clone()))
-    .bind(text(|r| r.routing_key.clone()))
-    .bind(rows.iter().map(|r| r.reason).collect::<Vec<_>>())
-    .bind(opt(|r| r.original_queue.clone()))
-    .bind(opt(|r| r.original_exchange.clone()))
-    // A text[] per row would make a two-dimensional array, which unnest flattens.
-    .bind(rows.iter().map(|r| serde_json::json!(r.original_routing_keys)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.death_count).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.first_death_at).collect::<Vec<_>>())
-    .bind(opt(|r| r.error_type.clone()))
-    .bind(opt(|r| r.error_message.clone()))
-    .bind(text(|r| r.fingerprint.clone()))
-    .bind(group_ids)
-    .bind(rows.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>())
     .fetch_all(&mut *conn)
     .await?;
     // Of two rows with one natural key, the first in `rows` is the one reported inserted.
-    let mut ids: HashMap<String, i64> = inserted.into_iter().map(|(id, key)| (key, id)).collect();
+    let mut ids: HashMap<String, i64> = inserted.into_iter().map(|r| (r.natural_key, r.id)).collect();
     Ok(rows.iter().map(|r| ids.remove(&r.natural_key)).collect())
 }
 

@@ -45,13 +45,13 @@ pub(crate) async fn run(
             "connected": stats.connected.load(Relaxed),
             "stopped": stopping,
         });
-        let res = sqlx::query(
+        let res = sqlx::query!(
             "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('relay', $1, $2, $3)
              ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), host = EXCLUDED.host, detail = EXCLUDED.detail",
+            owner,
+            host,
+            detail
         )
-        .bind(owner)
-        .bind(&host)
-        .bind(detail)
         .execute(&pool)
         .await;
         if let Err(e) = res {

@@ -123,17 +123,17 @@ pub async fn enqueue(ex: impl PgExecutor<'_>, ev: &NewEvent) -> Result<Uuid, Sto
     if !ev.headers.is_object() {
         return Err(StoreError::Invalid("headers must be a JSON object".into()));
     }
-    let res = sqlx::query(
+    let res = sqlx::query!(
         "INSERT INTO outbox (event_id, event_type, exchange, routing_key, payload, content_type, headers)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        ev.event_id,
+        ev.event_type,
+        ev.exchange,
+        ev.routing_key,
+        ev.payload,
+        ev.content_type,
+        ev.headers
     )
-    .bind(ev.event_id)
-    .bind(&ev.event_type)
-    .bind(&ev.exchange)
-    .bind(&ev.routing_key)
-    .bind(&ev.payload)
-    .bind(&ev.content_type)
-    .bind(&ev.headers)
     .execute(ex)
     .await;
     match res {
@@ -156,8 +156,9 @@ pub async fn claim(
     batch: i64,
     lease: Duration,
 ) -> Result<Vec<ClaimedRow>, StoreError> {
-    let mut rows: Vec<ClaimedRow> = sqlx::query_as(
-        "WITH due AS (
+    let mut rows = sqlx::query_as!(
+        ClaimedRow,
+        r#"WITH due AS (
              SELECT id FROM outbox
              WHERE status = 'pending' AND next_attempt_at <= now()
                AND (lease_expires_at IS NULL OR lease_expires_at < now())
@@ -169,11 +170,11 @@ pub async fn claim(
            FROM due WHERE o.id = due.id
          RETURNING o.id, o.event_id, o.event_type, o.exchange, o.routing_key, o.payload,
                    o.content_type, o.headers, o.created_at, o.attempts, o.next_attempt_at,
-                   o.lease_expires_at",
+                   o.lease_expires_at AS "lease_expires_at!""#,
+        owner,
+        batch,
+        lease.as_secs_f64()
     )
-    .bind(owner)
-    .bind(batch)
-    .bind(lease.as_secs_f64())
     .fetch_all(ex)
     .await?;
     // RETURNING has no order of its own; publish in the order the rows became due.
@@ -188,14 +189,14 @@ pub async fn mark_published(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<u64,
     if ids.is_empty() {
         return Ok(0);
     }
-    let res = sqlx::query(
+    let res = sqlx::query!(
         "UPDATE outbox o
             SET status = 'published', published_at = now(), attempts = o.attempts + 1,
                 lease_owner = NULL, lease_expires_at = NULL
            FROM unnest($1::bigint[]) AS m(id)
           WHERE o.id = m.id AND o.status IN ('pending', 'failed')",
+        ids
     )
-    .bind(ids)
     .execute(ex)
     .await?;
     Ok(res.rows_affected())
@@ -225,7 +226,7 @@ pub async fn mark_attempts_failed(
     let ids: Vec<i64> = attempts.iter().map(|a| a.id).collect();
     let reasons: Vec<String> = attempts.iter().map(|a| clip(&a.reason)).collect();
     let retry: Vec<f64> = attempts.iter().map(|a| a.retry_in.as_secs_f64()).collect();
-    let rows: Vec<(i64, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "UPDATE outbox o
             SET attempts = o.attempts + 1, last_error = f.reason,
                 status = CASE WHEN o.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
@@ -234,17 +235,17 @@ pub async fn mark_attempts_failed(
            FROM unnest($2::bigint[], $3::text[], $4::float8[]) AS f(id, reason, retry)
           WHERE o.id = f.id AND o.lease_owner = $1 AND o.status = 'pending'
          RETURNING o.id, o.status",
+        owner,
+        &ids,
+        &reasons,
+        &retry,
+        max_attempts
     )
-    .bind(owner)
-    .bind(&ids)
-    .bind(&reasons)
-    .bind(&retry)
-    .bind(max_attempts)
     .fetch_all(ex)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, status)| (id, if status == "failed" { AttemptOutcome::Failed } else { AttemptOutcome::Retry }))
+        .map(|r| (r.id, if r.status == "failed" { AttemptOutcome::Failed } else { AttemptOutcome::Retry }))
         .collect())
 }
 
@@ -291,12 +292,12 @@ pub async fn release(ex: impl PgExecutor<'_>, owner: Uuid, ids: &[i64]) -> Resul
     if ids.is_empty() {
         return Ok(0);
     }
-    let res = sqlx::query(
+    let res = sqlx::query!(
         "UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL
           WHERE lease_owner = $1 AND status = 'pending' AND id = ANY($2)",
+        owner,
+        ids
     )
-    .bind(owner)
-    .bind(ids)
     .execute(ex)
     .await?;
     Ok(res.rows_affected())

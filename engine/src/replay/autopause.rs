@@ -30,21 +30,24 @@ pub fn system_principal() -> Principal {
 
 /// Evaluates the brake for a running plan and pauses it when it trips; returns the reason.
 pub async fn check(pool: &PgPool, plan_id: i64) -> sqlx::Result<Option<String>> {
-    let row: Option<(f32, i32, i64, i64)> = sqlx::query_as(
-        "WITH p AS (SELECT id, created_at, auto_pause_share, auto_pause_window_secs FROM replay_plans
+    let row = sqlx::query!(
+        r#"WITH p AS (SELECT id, created_at, auto_pause_share, auto_pause_window_secs FROM replay_plans
                     WHERE id = $1 AND status = 'running' AND auto_pause_share IS NOT NULL),
               w AS (SELECT i.dead_letter_id FROM replay_items i, p
                     WHERE i.plan_id = p.id AND i.status = 'sent'
                       AND i.sent_at >= now() - make_interval(secs => p.auto_pause_window_secs))
-         SELECT p.auto_pause_share, p.auto_pause_window_secs, (SELECT count(*) FROM w),
+         SELECT p.auto_pause_share AS "auto_pause_share!", p.auto_pause_window_secs,
+                (SELECT count(*) FROM w) AS "sent!",
                 (SELECT count(*) FROM w WHERE EXISTS (
                     SELECT 1 FROM dead_letters d WHERE d.replay_of = w.dead_letter_id AND d.ingested_at >= p.created_at))
-         FROM p",
+                    AS "died!"
+         FROM p"#,
+        plan_id
     )
-    .bind(plan_id)
     .fetch_optional(pool)
     .await?;
-    let Some((share, window, sent, died)) = row else { return Ok(None) };
+    let Some(row) = row else { return Ok(None) };
+    let (share, window, sent, died) = (row.auto_pause_share, row.auto_pause_window_secs, row.sent, row.died);
     if !should_pause(sent, died, share) {
         return Ok(None);
     }
@@ -53,12 +56,12 @@ pub async fn check(pool: &PgPool, plan_id: i64) -> sqlx::Result<Option<String>> 
         f64::from(share) * 100.0
     );
     let mut tx = pool.begin().await?;
-    let changed = sqlx::query(
+    let changed = sqlx::query!(
         "UPDATE replay_plans SET status = 'paused', paused_reason = $2, updated_at = now()
          WHERE id = $1 AND status = 'running'",
+        plan_id,
+        reason
     )
-    .bind(plan_id)
-    .bind(&reason)
     .execute(&mut *tx)
     .await?;
     if changed.rows_affected() == 0 {
@@ -85,12 +88,12 @@ pub async fn check(pool: &PgPool, plan_id: i64) -> sqlx::Result<Option<String>> 
 /// failed: sending the next one would break the order), audited as `system:replay`.
 pub async fn pause_for(pool: &PgPool, plan_id: i64, reason: &str) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let changed = sqlx::query(
+    let changed = sqlx::query!(
         "UPDATE replay_plans SET status = 'paused', paused_reason = $2, updated_at = now()
          WHERE id = $1 AND status = 'running'",
+        plan_id,
+        reason
     )
-    .bind(plan_id)
-    .bind(reason)
     .execute(&mut *tx)
     .await?;
     if changed.rows_affected() == 0 {

@@ -85,18 +85,17 @@ pub struct Version {
     pub edit_id: Option<i64>,
 }
 
-const EDIT_COLUMNS: &str = "id, dead_letter_id, body, headers, edited_by, edited_at, note";
-
 pub async fn current(db: impl PgExecutor<'_>, dead_letter_id: i64) -> Result<Version, EditError> {
-    let row: Option<Version> = sqlx::query_as(
-        "SELECT d.status, CASE WHEN e.id IS NULL THEN d.body ELSE e.body END AS body,
-                CASE WHEN e.id IS NULL THEN d.headers ELSE e.headers END AS headers, e.id AS edit_id
+    let row = sqlx::query_as!(
+        Version,
+        r#"SELECT d.status, CASE WHEN e.id IS NULL THEN d.body ELSE e.body END AS "body!",
+                CASE WHEN e.id IS NULL THEN d.headers ELSE e.headers END AS headers, e.id AS "edit_id?"
          FROM dead_letters d
          LEFT JOIN LATERAL (SELECT id, body, headers FROM dead_letter_edits
                             WHERE dead_letter_id = d.id ORDER BY id DESC LIMIT 1) e ON true
-         WHERE d.id = $1",
+         WHERE d.id = $1"#,
+        dead_letter_id
     )
-    .bind(dead_letter_id)
     .fetch_optional(db)
     .await?;
     row.ok_or(EditError::NotFound(dead_letter_id))
@@ -104,21 +103,25 @@ pub async fn current(db: impl PgExecutor<'_>, dead_letter_id: i64) -> Result<Ver
 
 /// The latest edit of a dead letter, if it was ever edited.
 pub async fn latest_edit(db: impl PgExecutor<'_>, dead_letter_id: i64) -> sqlx::Result<Option<Edit>> {
-    sqlx::query_as::<_, Edit>(sqlx::AssertSqlSafe(format!(
-        "SELECT {EDIT_COLUMNS} FROM dead_letter_edits WHERE dead_letter_id = $1 ORDER BY id DESC LIMIT 1"
-    )))
-    .bind(dead_letter_id)
+    sqlx::query_as!(
+        Edit,
+        "SELECT id, dead_letter_id, body, headers, edited_by, edited_at, note
+         FROM dead_letter_edits WHERE dead_letter_id = $1 ORDER BY id DESC LIMIT 1",
+        dead_letter_id
+    )
     .fetch_optional(db)
     .await
 }
 
 /// The latest edit of each of `ids` that was edited.
 pub async fn latest_for(db: impl PgExecutor<'_>, ids: &[i64]) -> sqlx::Result<Vec<Edit>> {
-    sqlx::query_as::<_, Edit>(sqlx::AssertSqlSafe(format!(
-        "SELECT DISTINCT ON (dead_letter_id) {EDIT_COLUMNS} FROM dead_letter_edits
-         WHERE dead_letter_id = ANY($1) ORDER BY dead_letter_id, id DESC"
-    )))
-    .bind(ids)
+    sqlx::query_as!(
+        Edit,
+        "SELECT DISTINCT ON (dead_letter_id) id, dead_letter_id, body, headers, edited_by, edited_at, note
+         FROM dead_letter_edits
+         WHERE dead_letter_id = ANY($1) ORDER BY dead_letter_id, id DESC",
+        ids
+    )
     .fetch_all(db)
     .await
 }
@@ -143,8 +146,7 @@ pub async fn save_edit(
     }
     let mut tx = pool.begin().await?;
     // Locks the row: a plan created meanwhile waits, and then sends this edit.
-    let status: Option<String> = sqlx::query_scalar("SELECT status FROM dead_letters WHERE id = $1 FOR UPDATE")
-        .bind(dead_letter_id)
+    let status = sqlx::query_scalar!("SELECT status FROM dead_letters WHERE id = $1 FOR UPDATE", dead_letter_id)
         .fetch_optional(&mut *tx)
         .await?;
     if status.as_deref() == Some("replaying") {
@@ -160,15 +162,16 @@ pub async fn save_edit(
     if body == cur.body && typed == cur.headers {
         return Err(invalid("this edit changes nothing: a replay would already send this body and these headers"));
     }
-    let edit: Edit = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let edit = sqlx::query_as!(
+        Edit,
         "INSERT INTO dead_letter_edits (dead_letter_id, body, headers, edited_by, note)
-         VALUES ($1, $2, $3, $4, $5) RETURNING {EDIT_COLUMNS}"
-    )))
-    .bind(dead_letter_id)
-    .bind(&body)
-    .bind(&typed)
-    .bind(&by.username)
-    .bind(note)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id, dead_letter_id, body, headers, edited_by, edited_at, note",
+        dead_letter_id,
+        body,
+        typed,
+        by.username,
+        note
+    )
     .fetch_one(&mut *tx)
     .await?;
     let changed: Vec<String> =

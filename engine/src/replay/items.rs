@@ -12,8 +12,8 @@ use std::time::Duration;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::model::{PLAN_COLUMNS, Plan};
-use crate::dead_letter::{model::DeadLetter, store::FULL_COLUMNS};
+use super::model::Plan;
+use crate::dead_letter::model::DeadLetter;
 
 /// One item to send, with the dead letter it copies.
 #[derive(Debug, Clone)]
@@ -27,41 +27,44 @@ pub struct Outgoing {
 
 /// Takes the next due plan nobody holds (scheduled ones become running), skipping `busy`.
 pub async fn claim_plan(pool: &PgPool, owner: Uuid, lease: Duration, busy: &[i64]) -> sqlx::Result<Option<Plan>> {
-    sqlx::query_as::<_, Plan>(sqlx::AssertSqlSafe(format!(
+    sqlx::query_as!(
+        Plan,
         "UPDATE replay_plans SET status = 'running', lease_owner = $1,
             lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
          WHERE id = (SELECT id FROM replay_plans
                      WHERE status IN ('scheduled', 'running') AND start_at <= now()
                        AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND NOT (id = ANY($3))
                      ORDER BY start_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING {PLAN_COLUMNS}"
-    )))
-    .bind(owner)
-    .bind(lease.as_secs_f64())
-    .bind(busy)
+         RETURNING id, created_by, created_at, source, target_mode, target_exchange, target_routing_key,
+            rate_per_sec, start_at, ordered, status, auto_pause_share, auto_pause_window_secs, paused_reason, total,
+            sent, failed, cancelled, updated_at, finished_at",
+        owner,
+        lease.as_secs_f64(),
+        busy
+    )
     .fetch_optional(pool)
     .await
 }
 
 /// Extends the lease; returns the plan's status, or None when the lease is no longer ours.
 pub async fn renew(pool: &PgPool, plan_id: i64, owner: Uuid, lease: Duration) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE replay_plans SET lease_expires_at = now() + make_interval(secs => $3)
          WHERE id = $1 AND lease_owner = $2 RETURNING status",
+        plan_id,
+        owner,
+        lease.as_secs_f64()
     )
-    .bind(plan_id)
-    .bind(owner)
-    .bind(lease.as_secs_f64())
     .fetch_optional(pool)
     .await
 }
 
 pub async fn release(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE replay_plans SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
+        plan_id,
+        owner
     )
-    .bind(plan_id)
-    .bind(owner)
     .execute(pool)
     .await?;
     Ok(())
@@ -70,44 +73,53 @@ pub async fn release(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<(
 /// Marks the plan done when nothing is pending any more. False when items are still
 /// pending, or the plan was paused or cancelled meanwhile.
 pub async fn finish(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE replay_plans SET status = 'done', finished_at = now(), updated_at = now(),
             lease_owner = NULL, lease_expires_at = NULL
          WHERE id = $1 AND lease_owner = $2 AND status = 'running'
            AND NOT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')",
+        plan_id,
+        owner
     )
-    .bind(plan_id)
-    .bind(owner)
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
 pub async fn pending_left(pool: &PgPool, plan_id: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')")
-        .bind(plan_id)
-        .fetch_one(pool)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending') AS "pending!""#,
+        plan_id
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// The next pending items after `after_seq`, in seq order, each with its dead letter as it is
 /// to be sent: its latest edit when it was edited.
 pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i64) -> sqlx::Result<Vec<Outgoing>> {
-    let rows: Vec<(i64, i64, String, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT seq, dead_letter_id, exchange, routing_key FROM replay_items
          WHERE plan_id = $1 AND status = 'pending' AND seq > $2 ORDER BY seq LIMIT $3",
+        plan_id,
+        after_seq,
+        limit
     )
-    .bind(plan_id)
-    .bind(after_seq)
-    .bind(limit)
     .fetch_all(pool)
     .await?;
-    let ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
-    let letters: Vec<DeadLetter> =
-        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = ANY($1)")))
-            .bind(&ids)
-            .fetch_all(pool)
-            .await?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.dead_letter_id).collect();
+    let letters = sqlx::query_as!(
+        DeadLetter,
+        "SELECT id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+            app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
+            body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
+            death_count, first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason,
+            replay_of, ingested_at
+         FROM dead_letters WHERE id = ANY($1)",
+        &ids
+    )
+    .fetch_all(pool)
+    .await?;
     let mut by_id: std::collections::HashMap<i64, DeadLetter> = letters.into_iter().map(|d| (d.id, d)).collect();
     // An edited message is sent as its latest edit (see `edit`).
     for e in super::edit::latest_for(pool, &ids).await? {
@@ -117,8 +129,14 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
     }
     Ok(rows
         .into_iter()
-        .filter_map(|(seq, id, exchange, routing_key)| {
-            by_id.remove(&id).map(|dead_letter| Outgoing { plan_id, seq, exchange, routing_key, dead_letter })
+        .filter_map(|r| {
+            by_id.remove(&r.dead_letter_id).map(|dead_letter| Outgoing {
+                plan_id,
+                seq: r.seq,
+                exchange: r.exchange,
+                routing_key: r.routing_key,
+                dead_letter,
+            })
         })
         .collect())
 }
@@ -137,8 +155,8 @@ pub async fn mark_sent(db: impl PgExecutor<'_>, plan_id: i64, dead_letter_ids: &
     if dead_letter_ids.is_empty() {
         return Ok(0);
     }
-    let n: i64 = sqlx::query_scalar(
-        "WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
+    let n = sqlx::query_scalar!(
+        r#"WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
          o AS (
             SELECT i.dead_letter_id, i.status AS was FROM replay_items i
             WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1
@@ -155,10 +173,10 @@ pub async fn mark_sent(db: impl PgExecutor<'_>, plan_id: i64, dead_letter_ids: &
             UPDATE replay_plans SET sent = sent + (SELECT count(*) FROM it),
                 cancelled = cancelled - (SELECT count(*) FROM it WHERE was = 'cancelled'), updated_at = now()
             WHERE id = $1)
-         SELECT count(*) FROM it",
+         SELECT count(*) AS "n!" FROM it"#,
+        plan_id,
+        dead_letter_ids
     )
-    .bind(plan_id)
-    .bind(dead_letter_ids)
     .fetch_one(db)
     .await?;
     Ok(n as u64)
@@ -174,8 +192,8 @@ pub async fn mark_failed(db: impl PgExecutor<'_>, plan_id: i64, failed: &[(i64, 
     }
     let ids: Vec<i64> = failed.iter().map(|f| f.0).collect();
     let reasons: Vec<&str> = failed.iter().map(|f| f.1.as_str()).collect();
-    let n: i64 = sqlx::query_scalar(
-        "WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
+    let n = sqlx::query_scalar!(
+        r#"WITH pl AS (SELECT id FROM replay_plans WHERE id = $1 FOR NO KEY UPDATE),
          o AS (
             SELECT i.dead_letter_id, i.status AS was FROM replay_items i
             WHERE EXISTS (SELECT 1 FROM pl) AND i.plan_id = $1
@@ -192,11 +210,11 @@ pub async fn mark_failed(db: impl PgExecutor<'_>, plan_id: i64, failed: &[(i64, 
             WHERE id IN (SELECT dead_letter_id FROM it) AND status = 'replaying'),
          p AS (
             UPDATE replay_plans SET failed = failed + (SELECT count(*) FROM it), updated_at = now() WHERE id = $1)
-         SELECT count(*) FROM it",
+         SELECT count(*) AS "n!" FROM it"#,
+        plan_id,
+        &ids,
+        &reasons as &[&str]
     )
-    .bind(plan_id)
-    .bind(&ids)
-    .bind(&reasons)
     .fetch_one(db)
     .await?;
     Ok(n as u64)

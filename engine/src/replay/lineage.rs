@@ -75,70 +75,66 @@ pub struct TimelineEvent {
     pub event: Event,
 }
 
-type LetterRow = (i64, DateTime<Utc>, String, String, Option<String>, Option<String>, i64, Option<i64>);
-type ItemRow = (
-    i64,
-    i64,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<DateTime<Utc>>,
-    Option<DateTime<Utc>>,
-    String,
-    DateTime<Utc>,
-);
-
 /// The story of the chain `dead_letter_id` belongs to, oldest first.
 pub async fn story(pool: &PgPool, dead_letter_id: i64) -> Result<Vec<TimelineEvent>, ReplayError> {
-    let letters: Vec<LetterRow> = sqlx::query_as(
+    let letters = sqlx::query!(
         "WITH RECURSIVE up AS (
             SELECT id, replay_of, 0 AS depth FROM dead_letters WHERE id = $1
             UNION ALL
             SELECT d.id, d.replay_of, up.depth + 1 FROM dead_letters d JOIN up ON d.id = up.replay_of
-            WHERE up.depth < $2),
+            WHERE up.depth < $2::bigint),
          root AS (SELECT id FROM up ORDER BY depth DESC LIMIT 1),
          down AS (
             SELECT id, 0 AS depth FROM root
             UNION ALL
             SELECT d.id, down.depth + 1 FROM dead_letters d JOIN down ON d.replay_of = down.id
-            WHERE down.depth < $2)
+            WHERE down.depth < $2::bigint)
          SELECT d.id, d.ingested_at, d.queue, d.reason, d.error_type, d.error_message, d.death_count, d.replay_of
          FROM dead_letters d WHERE d.id IN (SELECT id FROM down UNION SELECT id FROM up)",
+        dead_letter_id,
+        MAX_CHAIN
     )
-    .bind(dead_letter_id)
-    .bind(MAX_CHAIN)
     .fetch_all(pool)
     .await?;
     if letters.is_empty() {
         return Err(ReplayError::DeadLetterNotFound(dead_letter_id));
     }
-    let ids: Vec<i64> = letters.iter().map(|l| l.0).collect();
-    let items: Vec<ItemRow> = sqlx::query_as(
+    let ids: Vec<i64> = letters.iter().map(|l| l.id).collect();
+    let items = sqlx::query!(
         "SELECT i.dead_letter_id, i.plan_id, i.exchange, i.routing_key, i.status, i.error, i.sent_at, i.settled_at,
                 p.created_by, p.created_at
          FROM replay_items i JOIN replay_plans p ON p.id = i.plan_id WHERE i.dead_letter_id = ANY($1)",
+        &ids
     )
-    .bind(&ids)
     .fetch_all(pool)
     .await?;
     let mut events = Vec::with_capacity(letters.len() + items.len() * 2);
-    for (id, at, queue, reason, error_type, error_message, death_count, replay_of) in letters {
-        let event = Event::DeadLettered { queue, reason, error_type, error_message, death_count, replay_of };
-        events.push(TimelineEvent { at, dead_letter_id: id, event });
+    for l in letters {
+        let event = Event::DeadLettered {
+            queue: l.queue,
+            reason: l.reason,
+            error_type: l.error_type,
+            error_message: l.error_message,
+            death_count: l.death_count,
+            replay_of: l.replay_of,
+        };
+        events.push(TimelineEvent { at: l.ingested_at, dead_letter_id: l.id, event });
     }
-    for (id, plan_id, exchange, routing_key, status, error, sent_at, settled_at, by, planned_at) in items {
+    for i in items {
+        let (id, plan_id, by) = (i.dead_letter_id, i.plan_id, i.created_by);
         let planned = Event::ReplayPlanned {
             plan_id,
             by: by.clone(),
-            exchange: exchange.clone(),
-            routing_key: routing_key.clone(),
+            exchange: i.exchange.clone(),
+            routing_key: i.routing_key.clone(),
         };
-        events.push(TimelineEvent { at: planned_at, dead_letter_id: id, event: planned });
-        let outcome = match status.as_str() {
-            "sent" => sent_at.map(|at| (at, Event::Replayed { plan_id, by, exchange, routing_key })),
-            "failed" => settled_at.map(|at| (at, Event::ReplayFailed { plan_id, by, error })),
-            "cancelled" => settled_at.map(|at| (at, Event::ReplayCancelled { plan_id, by })),
+        events.push(TimelineEvent { at: i.created_at, dead_letter_id: id, event: planned });
+        let outcome = match i.status.as_str() {
+            "sent" => i
+                .sent_at
+                .map(|at| (at, Event::Replayed { plan_id, by, exchange: i.exchange, routing_key: i.routing_key })),
+            "failed" => i.settled_at.map(|at| (at, Event::ReplayFailed { plan_id, by, error: i.error })),
+            "cancelled" => i.settled_at.map(|at| (at, Event::ReplayCancelled { plan_id, by })),
             _ => None,
         };
         if let Some((at, event)) = outcome {

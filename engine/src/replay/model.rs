@@ -175,10 +175,6 @@ impl Plan {
     }
 }
 
-pub(crate) const PLAN_COLUMNS: &str = "id, created_by, created_at, source, target_mode, target_exchange,
-    target_routing_key, rate_per_sec, start_at, ordered, status, auto_pause_share, auto_pause_window_secs,
-    paused_reason, total, sent, failed, cancelled, updated_at, finished_at";
-
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct PlanItem {
     pub plan_id: i64,

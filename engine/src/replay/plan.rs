@@ -50,25 +50,26 @@ pub async fn create(
     let source = serde_json::to_value(&req.selection).map_err(|e| ReplayError::Invalid(e.to_string()))?;
     let (exchange, routing_key) = req.target.fixed().map_or((None, None), |(e, k)| (Some(e), Some(k)));
     let mut tx = pool.begin().await?;
-    let plan_id: i64 = sqlx::query_scalar(
+    let plan_id = sqlx::query_scalar!(
         "INSERT INTO replay_plans (created_by, source, target_mode, target_exchange, target_routing_key,
             rate_per_sec, start_at, ordered, auto_pause_share, auto_pause_window_secs)
          VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8, $9, $10) RETURNING id",
+        by.username,
+        source,
+        req.target.mode().as_str(),
+        exchange,
+        routing_key,
+        req.rate_per_sec,
+        req.start_at,
+        req.ordered,
+        req.auto_pause_share,
+        req.auto_pause_window_secs
     )
-    .bind(&by.username)
-    .bind(&source)
-    .bind(req.target.mode().as_str())
-    .bind(exchange)
-    .bind(routing_key)
-    .bind(req.rate_per_sec)
-    .bind(req.start_at)
-    .bind(req.ordered)
-    .bind(req.auto_pause_share)
-    .bind(req.auto_pause_window_secs)
     .fetch_one(&mut *tx)
     .await
     .map_err(ReplayError::from_db)?;
 
+    // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new(
         "INSERT INTO replay_items (plan_id, dead_letter_id, seq, exchange, routing_key, status)
          SELECT ",
@@ -80,11 +81,12 @@ pub async fn create(
     selection::push_resolved(&mut q, &req.selection, &req.target);
     q.push(") s");
     q.build().execute(&mut *tx).await.map_err(ReplayError::from_db)?;
-    let without_destination: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM replay_items WHERE plan_id = $1 AND status = 'failed'")
-            .bind(plan_id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let without_destination = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM replay_items WHERE plan_id = $1 AND status = 'failed'"#,
+        plan_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     if without_destination > 0 {
         return Err(ReplayError::Invalid(format!(
             "{without_destination} of the selected messages have no original destination (no x-death); \
@@ -94,16 +96,16 @@ pub async fn create(
 
     // READ COMMITTED re-checks `status = 'awaiting'` on rows a concurrent plan just took;
     // those are dropped from this plan, so no message is in two running plans.
-    let total: i64 = sqlx::query_scalar(
-        "WITH moved AS (
+    let total = sqlx::query_scalar!(
+        r#"WITH moved AS (
             UPDATE dead_letters d SET status = 'replaying' FROM replay_items i
             WHERE i.plan_id = $1 AND d.id = i.dead_letter_id AND d.status = 'awaiting' RETURNING d.id),
          dropped AS (
             DELETE FROM replay_items i WHERE i.plan_id = $1
             AND NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = i.dead_letter_id))
-         SELECT count(*) FROM moved",
+         SELECT count(*) AS "n!" FROM moved"#,
+        plan_id
     )
-    .bind(plan_id)
     .fetch_one(&mut *tx)
     .await?;
     if total == 0 {
@@ -120,7 +122,7 @@ pub async fn create(
         }
         _ => {}
     }
-    sqlx::query("UPDATE replay_plans SET total = $2 WHERE id = $1").bind(plan_id).bind(total).execute(&mut *tx).await?;
+    sqlx::query!("UPDATE replay_plans SET total = $2 WHERE id = $1", plan_id, total).execute(&mut *tx).await?;
     let detail = json!({
         "plan_id": plan_id, "target": req.target, "rate_per_sec": req.rate_per_sec, "start_at": req.start_at,
         "ordered": req.ordered, "auto_pause_share": req.auto_pause_share,
@@ -187,12 +189,12 @@ pub async fn pause(
 ) -> Result<Plan, ReplayError> {
     let mut tx = pool.begin().await?;
     let reason = format!("paused by {}{}", by.username, reason.map(|r| format!(": {r}")).unwrap_or_default());
-    let changed = sqlx::query(
+    let changed = sqlx::query!(
         "UPDATE replay_plans SET status = 'paused', paused_reason = $2, updated_at = now()
          WHERE id = $1 AND status IN ('scheduled', 'running')",
+        id,
+        reason
     )
-    .bind(id)
-    .bind(&reason)
     .execute(&mut *tx)
     .await?;
     if changed.rows_affected() == 0 {
@@ -208,11 +210,11 @@ pub async fn pause(
 /// Carries on with the items not yet sent (after an operator's or an automatic pause).
 pub async fn resume(pool: &PgPool, by: &Principal, client_ip: Option<&str>, id: i64) -> Result<Plan, ReplayError> {
     let mut tx = pool.begin().await?;
-    let changed = sqlx::query(
+    let changed = sqlx::query!(
         "UPDATE replay_plans SET status = 'running', paused_reason = NULL, updated_at = now()
          WHERE id = $1 AND status = 'paused'",
+        id
     )
-    .bind(id)
     .execute(&mut *tx)
     .await?;
     if changed.rows_affected() == 0 {
@@ -228,18 +230,18 @@ pub async fn resume(pool: &PgPool, by: &Principal, client_ip: Option<&str>, id: 
 /// Ends the plan: unsent items are cancelled and their dead letters await triage again.
 pub async fn cancel(pool: &PgPool, by: &Principal, client_ip: Option<&str>, id: i64) -> Result<Plan, ReplayError> {
     let mut tx = pool.begin().await?;
-    let changed = sqlx::query(
+    let changed = sqlx::query!(
         "UPDATE replay_plans SET status = 'cancelled', updated_at = now(), finished_at = now()
          WHERE id = $1 AND status IN ('scheduled', 'running', 'paused')",
+        id
     )
-    .bind(id)
     .execute(&mut *tx)
     .await?;
     if changed.rows_affected() == 0 {
         return Err(refused(&mut tx, id, "cancel").await);
     }
-    let returned: i64 = sqlx::query_scalar(
-        "WITH items AS (
+    let returned = sqlx::query_scalar!(
+        r#"WITH items AS (
             UPDATE replay_items SET status = 'cancelled', settled_at = now()
             WHERE plan_id = $1 AND status = 'pending' RETURNING dead_letter_id),
          back AS (
@@ -247,9 +249,9 @@ pub async fn cancel(pool: &PgPool, by: &Principal, client_ip: Option<&str>, id: 
             WHERE id IN (SELECT dead_letter_id FROM items) AND status = 'replaying' RETURNING id),
          counted AS (
             UPDATE replay_plans SET cancelled = cancelled + (SELECT count(*) FROM items) WHERE id = $1)
-         SELECT count(*) FROM back",
+         SELECT count(*) AS "n!" FROM back"#,
+        id
     )
-    .bind(id)
     .fetch_one(&mut *tx)
     .await?;
     let plan = progress::get(&mut *tx, id).await?;

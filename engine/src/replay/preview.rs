@@ -22,6 +22,7 @@ const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Target) -> Result<Preview, ReplayError> {
     selection::validate(sel, target)?;
+    // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
     selection::push_resolved(&mut q, sel, target);
     q.push(
@@ -30,6 +31,7 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
     );
     let (count, without_destination, already_replayed): (i64, i64, i64) = q.build_query_as().fetch_one(pool).await?;
 
+    // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
     selection::push_resolved(&mut q, sel, target);
     q.push(

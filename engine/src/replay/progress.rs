@@ -7,24 +7,34 @@ use sqlx::PgExecutor;
 
 use super::{
     ReplayError,
-    model::{PLAN_COLUMNS, Plan, PlanItem},
+    model::{Plan, PlanItem},
 };
 
 pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Plan, ReplayError> {
-    sqlx::query_as::<_, Plan>(sqlx::AssertSqlSafe(format!("SELECT {PLAN_COLUMNS} FROM replay_plans WHERE id = $1")))
-        .bind(id)
-        .fetch_optional(db)
-        .await?
-        .ok_or(ReplayError::NotFound(id))
+    sqlx::query_as!(
+        Plan,
+        "SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
+            start_at, ordered, status, auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
+            cancelled, updated_at, finished_at
+         FROM replay_plans WHERE id = $1",
+        id
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(ReplayError::NotFound(id))
 }
 
 /// Plans, newest first, with an id below `before_id` when given.
 pub async fn list(db: impl PgExecutor<'_>, before_id: Option<i64>, limit: i64) -> Result<Vec<Plan>, ReplayError> {
-    Ok(sqlx::query_as::<_, Plan>(sqlx::AssertSqlSafe(format!(
-        "SELECT {PLAN_COLUMNS} FROM replay_plans WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"
-    )))
-    .bind(before_id)
-    .bind(limit.clamp(1, 500))
+    Ok(sqlx::query_as!(
+        Plan,
+        "SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
+            start_at, ordered, status, auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
+            cancelled, updated_at, finished_at
+         FROM replay_plans WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+        before_id,
+        limit.clamp(1, 500)
+    )
     .fetch_all(db)
     .await?)
 }
@@ -37,15 +47,16 @@ pub async fn items(
     after_seq: Option<i64>,
     limit: i64,
 ) -> Result<Vec<PlanItem>, ReplayError> {
-    Ok(sqlx::query_as::<_, PlanItem>(
+    Ok(sqlx::query_as!(
+        PlanItem,
         "SELECT plan_id, dead_letter_id, seq, exchange, routing_key, status, error, sent_at, settled_at
-         FROM replay_items WHERE plan_id = $1 AND ($2::text IS NULL OR status = $2) AND seq > coalesce($3, 0)
+         FROM replay_items WHERE plan_id = $1 AND ($2::text IS NULL OR status = $2) AND seq > coalesce($3::bigint, 0)
          ORDER BY seq LIMIT $4",
+        plan_id,
+        status,
+        after_seq,
+        limit.clamp(1, 1000)
     )
-    .bind(plan_id)
-    .bind(status)
-    .bind(after_seq)
-    .bind(limit.clamp(1, 1000))
     .fetch_all(db)
     .await?)
 }
