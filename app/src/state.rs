@@ -14,6 +14,8 @@ pub struct AppState {
     pub relay_stats: Arc<engine::outbox::stats::RelayStats>,
     pub ingest_stats: Arc<engine::dead_letter::ingest::IngestStats>,
     pub replay_stats: Arc<engine::replay::ReplayStats>,
+    /// The Overview's broker check, its connection and HTTP client kept between calls.
+    pub broker: Arc<engine::health::BrokerProbe>,
 }
 
 pub fn app_state() -> Result<AppState, AppError> {

@@ -14,12 +14,11 @@ pub async fn connect(url: &str, name: &str) -> anyhow::Result<Connection> {
 
 /// The broker's version, from the management API (AMQP 0-9-1 server properties are not
 /// exposed by lapin). None when the API is not configured or does not answer.
-pub async fn management_version(management_url: &str) -> Option<String> {
+pub async fn management_version(client: &reqwest::Client, management_url: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Overview {
         rabbitmq_version: String,
     }
-    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(3)).build().ok()?;
     let (base, user, pass) = crate::management::split_credentials(management_url);
     let resp = client.get(format!("{base}/api/overview")).basic_auth(user, Some(pass)).send().await.ok()?;
     let o: Overview = resp.error_for_status().ok()?.json().await.ok()?;

@@ -23,6 +23,7 @@
 
 pub mod autopause;
 pub mod broker;
+pub mod config;
 pub mod edit;
 pub mod edit_log;
 pub mod items;

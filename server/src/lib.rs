@@ -5,6 +5,7 @@ pub mod bench;
 pub mod probes;
 pub mod roles;
 pub mod security;
+pub mod state;
 pub mod telemetry;
 pub mod user_cmd;
 pub mod web;

@@ -1,29 +1,48 @@
-//! `/healthz` (the process answers), `/readyz` (PostgreSQL and RabbitMQ reachable) and
+//! `/healthz` (the process answers), `/readyz` (PostgreSQL answers; RabbitMQ too where a
+//! broker role runs here, as that role's connection) and
 //! `/metrics` (Prometheus text; counters of the roles running in this process).
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::json;
 
-use crate::web::ServerState;
+use crate::state::ServerState;
 
 pub async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")
 }
 
 pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
-    let (pg, mq) = tokio::join!(
-        engine::health::postgres(&state.app.pool),
-        engine::health::rabbitmq(&state.app.settings.amqp_url, state.app.settings.management_url.as_deref())
-    );
-    let ready = pg.ok && mq.ok;
+    let app = &state.app;
+    let pg = engine::health::postgres(&app.pool).await;
+    // The broker counts only where a broker role runs, as that role sees it.
+    let mq = engine::health::roles_broker(&broker_roles(app));
+    let deps: Vec<&engine::health::Dependency> = std::iter::once(&pg).chain(mq.as_ref()).collect();
+    let ready = deps.iter().all(|d| d.ok);
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     // The probe is public: it names a failing dependency, never versions or driver errors
     // (those are logged here, and shown to signed-in users on the Overview).
-    for d in [&pg, &mq].into_iter().filter(|d| !d.ok) {
+    for d in deps.iter().filter(|d| !d.ok) {
         tracing::warn!(dependency = d.name, reason = %d.detail, "not ready");
     }
-    let deps: Vec<_> = [&pg, &mq].iter().map(|d| json!({ "name": d.name, "ok": d.ok })).collect();
+    let deps: Vec<_> = deps.iter().map(|d| json!({ "name": d.name, "ok": d.ok })).collect();
     (status, Json(json!({ "ready": ready, "dependencies": deps })))
+}
+
+/// `(role, holds its broker connection)` for each broker role this process runs.
+fn broker_roles(app: &app::state::AppState) -> Vec<(&'static str, bool)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let roles = &app.settings.roles;
+    let mut out = Vec::new();
+    if roles.relay {
+        out.push(("relay", app.relay_stats.connected.load(Relaxed)));
+    }
+    if roles.ingest && !app.settings.ingest.queues.is_empty() {
+        out.push(("ingest", app.ingest_stats.consuming.load(Relaxed) > 0));
+    }
+    if roles.replay {
+        out.push(("replay", app.replay_stats.connected.load(Relaxed)));
+    }
+    out
 }
 
 /// Whether `/metrics` answers this request: with `metrics_token`, only to its bearer; without

@@ -21,7 +21,7 @@ use axum::{
 };
 use engine::auth::{ClientIp, Principal, Role};
 
-use crate::web::ServerState;
+use crate::state::ServerState;
 
 const PUBLIC_PREFIXES: &[&str] = &["/pkg/", "/healthz", "/readyz", "/metrics", "/favicon.svg", "/login"];
 /// Probes are reached by address (a kubelet, a scraper), so they skip the `Host` check.
@@ -92,7 +92,7 @@ pub fn allowed_hosts(settings: &engine::settings::Settings) -> Vec<String> {
 }
 
 pub async fn hosts(State(state): State<ServerState>, req: Request<Body>, next: Next) -> Response {
-    let allowed = allowed_hosts(&state.app.settings);
+    let allowed = &state.allowed_hosts;
     if allowed.is_empty() || PROBES.contains(&req.uri().path()) {
         return next.run(req).await;
     }

@@ -4,22 +4,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use app::{App, shell, state::AppState};
-use axum::{Router, extract::FromRef, routing::get};
+use axum::{Router, routing::get};
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tower_http::trace::TraceLayer;
 
-#[derive(Clone)]
-pub struct ServerState {
-    pub leptos: LeptosOptions,
-    pub app: AppState,
-}
-
-impl FromRef<ServerState> for LeptosOptions {
-    fn from_ref(s: &ServerState) -> Self {
-        s.leptos.clone()
-    }
-}
+pub use crate::state::ServerState;
 
 pub fn leptos_options(settings: &engine::settings::Settings) -> LeptosOptions {
     LeptosOptions::builder()
@@ -65,7 +55,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = ServerState { leptos: leptos_options(&app.settings), app };
+    let state = ServerState::new(leptos_options(&app.settings), app);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "web console listening");
     axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
@@ -80,7 +70,9 @@ pub fn app_state(
     sources: Vec<engine::sources::Source>,
     stats: crate::roles::Stats,
 ) -> AppState {
+    let broker = Arc::new(engine::health::BrokerProbe::new(&settings.amqp_url, settings.management_url.as_deref()));
     AppState {
+        broker,
         pool,
         settings: Arc::new(settings),
         sources: Arc::new(sources),

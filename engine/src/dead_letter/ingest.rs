@@ -55,6 +55,24 @@ pub struct IngestStats {
     pub store_errors: AtomicU64,
     /// Batches flushed: one transaction each (plus one per delivery when a batch is refused).
     pub batches: AtomicU64,
+    /// Queues with a live consumer now (what readiness reads for the ingest role).
+    pub consuming: AtomicU64,
+}
+
+/// Counts a live consumer for as long as it is held.
+struct Consuming<'a>(&'a AtomicU64);
+
+impl<'a> Consuming<'a> {
+    fn start(n: &'a AtomicU64) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+impl Drop for Consuming<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -164,6 +182,7 @@ async fn consume_once(
                 }
                 Err(e) => return Err(e).context("basic.consume refused"),
             };
+        let _live = Consuming::start(&stats.consuming);
         tracing::info!(prefetch, batch = shape.batch, "consuming");
         let mut gathering: Batch<batch::Pending> = Batch::new(shape.batch, shape.linger);
         // The parked deliveries travel with the flush in flight (it may park more) and come

@@ -35,8 +35,7 @@ use super::{
 };
 use crate::settings::RelaySettings;
 
-/// The channel the `outbox` insert trigger notifies.
-pub const NOTIFY_CHANNEL: &str = "revenant_outbox";
+pub use super::store::NOTIFY_CHANNEL;
 
 /// Runs the relay until `shutdown` is cancelled. Broker and database outages are logged and
 /// retried, not returned: the relay is meant to outlive them.

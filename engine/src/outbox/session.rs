@@ -27,9 +27,8 @@ use super::{
     backoff::Backoff,
     marks::{Mark, Marks, duplicate_bound},
     message,
-    relay::NOTIFY_CHANNEL,
     stats::RelayStats,
-    store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
+    store::{self, AttemptOutcome, ClaimedRow, FailedAttempt, NOTIFY_CHANNEL},
 };
 use crate::settings::RelaySettings;
 

@@ -14,6 +14,9 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+/// The channel the `outbox` insert trigger notifies.
+pub const NOTIFY_CHANNEL: &str = "revenant_outbox";
+
 /// AMQP short strings (exchange, routing key, content type, header names) hold 255 bytes.
 pub const MAX_SHORT_STRING: usize = 255;
 /// `last_error` is for a human; a broker's or driver's message past this is cut.

@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use sqlx::PgPool;
 use tokio::time::Instant;
 
-use super::{items, publisher::PublisherConfig, stats::ReplayStats};
+use super::{config::PublisherConfig, items, stats::ReplayStats};
 use crate::group_commit::Batch;
 
 /// What a crash can re-send: every publish awaiting its confirm plus every confirmed item

@@ -28,11 +28,11 @@ use uuid::Uuid;
 
 use super::{
     REPLAY_ID_HEADER, REPLAYED_BY_HEADER, autopause, broker,
+    config::PublisherConfig,
     items::{self, Outgoing},
     lineage,
     marks::{self, Mark, Marks},
     model::Plan,
-    publisher::PublisherConfig,
     stats::ReplayStats,
 };
 

@@ -260,24 +260,54 @@ async fn a_relay_survives_a_rabbitmq_restart_without_losing_events() {
     db.drop_db().await;
 }
 
-/// `/readyz` follows RabbitMQ: 503 with the reason while it is stopped, 200 once it is back.
+/// `/readyz` follows RabbitMQ where a broker role runs (503 naming it while it is stopped,
+/// 200 once the role has reconnected), and a web-only instance stays ready throughout: the
+/// console is most needed while the broker is down.
 #[tokio::test]
 #[ignore = "stops RabbitMQ; run alone: cargo test -p server --test it -- --ignored"]
-async fn readyz_turns_503_with_a_reason_while_rabbitmq_is_stopped() {
-    let app = crate::harness::spawn_app().await;
+async fn readyz_follows_rabbitmq_only_where_a_broker_role_runs() {
+    let web = crate::harness::spawn_app().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut relay = spawn(
+        "serve",
+        &web.db.url,
+        &[
+            ("REVENANT_BIND", &bind),
+            ("REVENANT_INGEST", "false"),
+            ("REVENANT_ALERTS", "false"),
+            ("REVENANT_REPLAY", "false"),
+        ],
+    );
     let http = reqwest::Client::new();
-    let ready = async || http.get(format!("{}/readyz", app.base)).send().await.unwrap();
-    assert_eq!(ready().await.status(), reqwest::StatusCode::OK);
-    assert!(Command::new("rabbitmqctl").args(["-q", "stop_app"]).status().unwrap().success());
-    let down = ready().await;
-    let status = down.status();
-    let body = down.text().await.unwrap();
-    assert!(Command::new("rabbitmqctl").args(["-q", "start_app"]).status().unwrap().success());
-    assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert!(body.contains("RabbitMQ") && body.contains("\"ok\":false"), "{body}");
-    wait_until("readyz back to 200", Duration::from_secs(60), async || {
-        ready().await.status() == reqwest::StatusCode::OK
+    let ready = async |base: &str| http.get(format!("{base}/readyz")).send().await.ok();
+    let relay_base = format!("http://{bind}");
+    let status = async |base: &str| ready(base).await.map(|r| r.status());
+    wait_until("the relay instance ready", Duration::from_secs(60), async || {
+        status(&relay_base).await == Some(reqwest::StatusCode::OK)
     })
     .await;
-    app.db.drop_db().await;
+    assert_eq!(status(&web.base).await, Some(reqwest::StatusCode::OK));
+    assert!(Command::new("rabbitmqctl").args(["-q", "stop_app"]).status().unwrap().success());
+    let mut down = None;
+    // The relay notices the lost connection within moments.
+    for _ in 0..50 {
+        let r = ready(&relay_base).await.unwrap();
+        if r.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            down = Some(r.text().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let web_status = status(&web.base).await;
+    assert!(Command::new("rabbitmqctl").args(["-q", "start_app"]).status().unwrap().success());
+    let body = down.expect("the relay instance turned 503 while RabbitMQ was stopped");
+    assert!(body.contains("RabbitMQ") && body.contains("\"ok\":false"), "{body}");
+    assert_eq!(web_status, Some(reqwest::StatusCode::OK), "a web-only instance stays ready without the broker");
+    wait_until("readyz back to 200", Duration::from_secs(60), async || {
+        status(&relay_base).await == Some(reqwest::StatusCode::OK)
+    })
+    .await;
+    kill9(&mut relay);
+    web.db.drop_db().await;
 }

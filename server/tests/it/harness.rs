@@ -26,6 +26,10 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
     env.insert("DATABASE_URL".to_string(), db.url.clone());
     env.insert("AMQP_URL".to_string(), engine::testing::amqp_url());
     env.insert("REVENANT_BIND".to_string(), "127.0.0.1:0".to_string());
+    // This instance runs no background role (only the router): say so, as `serve` would.
+    for role in ["REVENANT_RELAY", "REVENANT_INGEST", "REVENANT_ALERTS", "REVENANT_REPLAY"] {
+        env.insert(role.to_string(), "false".to_string());
+    }
     for (k, v) in extra {
         env.insert(k.to_string(), v.replace("$BASE", &base));
     }

@@ -27,10 +27,7 @@ pub struct HeartbeatView {
 pub async fn dependency_status() -> Result<Vec<DependencyView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
-    let (pg, mq) = tokio::join!(
-        engine::health::postgres(&state.pool),
-        engine::health::rabbitmq(&state.settings.amqp_url, state.settings.management_url.as_deref()),
-    );
+    let (pg, mq) = tokio::join!(engine::health::postgres(&state.pool), state.broker.check());
     Ok([pg, mq].into_iter().map(|d| DependencyView { name: d.name.to_string(), ok: d.ok, detail: d.detail }).collect())
 }
 
