@@ -134,7 +134,7 @@ pub async fn create_user(
         role.as_str(),
     )
     .fetch_one(db)
-        .await
+    .await
     .map_err(|e| match &e {
         sqlx::Error::Database(d) if d.constraint() == Some("users_username_key") => AuthError::Exists(username.into()),
         _ => AuthError::Db(e),

@@ -129,10 +129,12 @@ async fn apply(tx: &mut Transaction<'_, Postgres>, rule: &Rule, m: measure::Meas
             (Snapshot { state, severity, since: r.since, pending_since: r.pending_since }, r.now)
         }
         None => {
-            let now: DateTime<Utc> =
-                sqlx::query_scalar!(r#"INSERT INTO alert_state (rule_id) VALUES ($1) RETURNING now() AS "now!""#, rule.id)
-                    .fetch_one(&mut **tx)
-                    .await?;
+            let now: DateTime<Utc> = sqlx::query_scalar!(
+                r#"INSERT INTO alert_state (rule_id) VALUES ($1) RETURNING now() AS "now!""#,
+                rule.id
+            )
+            .fetch_one(&mut **tx)
+            .await?;
             (Snapshot::initial(now), now)
         }
     };

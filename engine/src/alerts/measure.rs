@@ -60,10 +60,12 @@ pub async fn measure(
     match rule.kind {
         RuleKind::TopologyCritical => topology_failures(own, probe.ok_or(MeasureError::NoTopology)?).await,
         RuleKind::DlqDepth => {
-            let ready: Option<i64> =
-                sqlx::query_scalar!("SELECT ready FROM queue_samples WHERE queue = $1 ORDER BY at DESC LIMIT 1", target()?)
-                    .fetch_optional(own)
-                    .await?;
+            let ready: Option<i64> = sqlx::query_scalar!(
+                "SELECT ready FROM queue_samples WHERE queue = $1 ORDER BY at DESC LIMIT 1",
+                target()?
+            )
+            .fetch_optional(own)
+            .await?;
             Ok(ready.and_then(|r| Measurement::of(r as f64)))
         }
         RuleKind::DlqAwaiting => {

@@ -50,10 +50,13 @@ pub struct Purged {
 
 /// Removes attempts older than the window and expired sessions; run on a schedule.
 pub async fn purge(pool: &PgPool) -> Result<Purged, sqlx::Error> {
-    let attempts = sqlx::query!("DELETE FROM login_failures WHERE at < now() - make_interval(secs => $1)", FAILURE_WINDOW_SECS as f64)
-        .execute(pool)
-        .await?
-        .rows_affected();
+    let attempts = sqlx::query!(
+        "DELETE FROM login_failures WHERE at < now() - make_interval(secs => $1)",
+        FAILURE_WINDOW_SECS as f64
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
     let sessions = sqlx::query!("DELETE FROM sessions WHERE expires_at < now()").execute(pool).await?.rows_affected();
     Ok(Purged { attempts, sessions })
 }

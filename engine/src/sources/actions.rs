@@ -110,11 +110,11 @@ async fn apply<'e>(
         }
         (true, Action::Archive) => {
             sqlx::query!(
-                "UPDATE outbox SET status = 'archived', archived_reason = $2, lease_owner = NULL, lease_expires_at = NULL
-                 WHERE status IN ('pending', 'failed') AND id::text = ANY($1)",
-                ids,
-                reason.unwrap_or_default().trim(),
-            )
+            "UPDATE outbox SET status = 'archived', archived_reason = $2, lease_owner = NULL, lease_expires_at = NULL
+             WHERE status IN ('pending', 'failed') AND id::text = ANY($1)",
+            ids,
+            reason.unwrap_or_default().trim(),
+        )
             .execute(exec)
             .await?
         }
@@ -267,9 +267,13 @@ pub async fn execute(own: &PgPool, sources: &[Source], selection: Uuid, actor: &
             apply(&src.pool, src, action, &ids, reason.as_deref()).await?
         };
     }
-    sqlx::query!("UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1", selection, changed as i64)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1",
+        selection,
+        changed as i64
+    )
+    .execute(&mut *tx)
+    .await?;
     let detail = serde_json::json!({ "selection": selection, "frozen": frozen, "changed": changed, "reason": reason });
     audit::record(&mut *tx, entry(actor, src, action, changed as i64, Some(filter), detail)).await?;
     tx.commit().await?;

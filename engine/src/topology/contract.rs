@@ -216,10 +216,13 @@ pub async fn set(
     let note = note.map(str::trim).filter(|n| !n.is_empty());
     // A savepoint when the caller already holds a transaction, a transaction otherwise.
     let mut tx = conn.begin().await?;
-    let previous: Option<String> =
-        sqlx::query_scalar!("SELECT level FROM queue_contracts WHERE vhost = $1 AND pattern = $2 FOR UPDATE", vhost, pattern)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let previous: Option<String> = sqlx::query_scalar!(
+        "SELECT level FROM queue_contracts WHERE vhost = $1 AND pattern = $2 FOR UPDATE",
+        vhost,
+        pattern
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     let row = sqlx::query_as!(
         Row,
         "INSERT INTO queue_contracts (vhost, pattern, level, note, created_by) VALUES ($1, $2, $3, $4, $5)

@@ -115,8 +115,8 @@ async fn probes(pool: &PgPool, rows: i64, runs: usize) -> anyhow::Result<()> {
     let message_id: String =
         sqlx::query_scalar!(r#"SELECT message_id AS "message_id!" FROM dead_letters WHERE id = $1"#, rows / 2)
             .fetch_one(pool)
-        .await
-        .context("no message in the middle of the store")?;
+            .await
+            .context("no message in the middle of the store")?;
     let now = Utc::now();
     // The newest leaf of a four-long replay chain (i / 50 % 4 = 3).
     let leaf = (rows / 200) * 200 - 50;
