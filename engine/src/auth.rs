@@ -127,18 +127,18 @@ pub async fn create_user(
     }
     check_new_password(password)?;
     let hash = hash_password(password)?;
-    sqlx::query_scalar("INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3) RETURNING id")
-        .bind(username)
-        .bind(hash)
-        .bind(role.as_str())
-        .fetch_one(db)
-        .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.constraint() == Some("users_username_key") => {
-                AuthError::Exists(username.into())
-            }
-            _ => AuthError::Db(e),
-        })
+    sqlx::query_scalar!(
+        "INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3) RETURNING id",
+        username,
+        hash,
+        role.as_str(),
+    )
+    .fetch_one(db)
+    .await
+    .map_err(|e| match &e {
+        sqlx::Error::Database(d) if d.constraint() == Some("users_username_key") => AuthError::Exists(username.into()),
+        _ => AuthError::Db(e),
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -151,14 +151,9 @@ pub struct UserRow {
 }
 
 pub async fn list_users(db: impl PgExecutor<'_>) -> Result<Vec<UserRow>, sqlx::Error> {
-    let rows: Vec<(i64, String, String, bool, DateTime<Utc>)> =
-        sqlx::query_as("SELECT id, username, role, disabled, created_at FROM users ORDER BY username")
-            .fetch_all(db)
-            .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, username, role, disabled, created_at)| UserRow { id, username, role, disabled, created_at })
-        .collect())
+    sqlx::query_as!(UserRow, "SELECT id, username, role, disabled, created_at FROM users ORDER BY username")
+        .fetch_all(db)
+        .await
 }
 
 fn new_token() -> (String, Vec<u8>) {
@@ -188,33 +183,32 @@ pub async fn login(
     if !throttle::admit(pool, username, ip).await? {
         return Err(AuthError::RateLimited);
     }
-    let row: Option<(i64, String, String, bool)> =
-        sqlx::query_as("SELECT id, password_hash, role, disabled FROM users WHERE username = $1")
-            .bind(username)
-            .fetch_optional(pool)
-            .await?;
+    let row = sqlx::query!("SELECT id, password_hash, role, disabled FROM users WHERE username = $1", username)
+        .fetch_optional(pool)
+        .await?;
     // Unknown and disabled users are checked against a decoy at the same cost.
     let hash = match &row {
-        Some((_, hash, _, false)) => hash.clone(),
+        Some(r) if !r.disabled => r.password_hash.clone(),
         _ => DECOY_HASH.to_string(),
     };
     let password = password.to_string();
     let matched = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
         .await
         .map_err(|e| AuthError::Hash(e.to_string()))?;
-    let Some((user_id, _, role, _)) = row.filter(|r| matched && !r.3) else {
+    let Some(user) = row.filter(|r| matched && !r.disabled) else {
         return Err(AuthError::BadCredentials);
     };
-    let role = Role::parse(&role).ok_or(AuthError::BadCredentials)?;
+    let user_id = user.id;
+    let role = Role::parse(&user.role).ok_or(AuthError::BadCredentials)?;
     let (token, hash) = new_token();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sessions (token_hash, user_id, expires_at, source_ip)
          VALUES ($1, $2, now() + make_interval(secs => $3), $4)",
+        hash,
+        user_id,
+        ttl.as_secs_f64(),
+        ip,
     )
-    .bind(hash)
-    .bind(user_id)
-    .bind(ttl.as_secs_f64())
-    .bind(ip)
     .execute(pool)
     .await?;
     throttle::clear(pool, username, ip).await?;
@@ -226,35 +220,32 @@ pub async fn session_principal(db: impl PgExecutor<'_>, token: &str) -> Result<O
     if token.len() != 64 {
         return Ok(None);
     }
-    let row: Option<(String, String)> = sqlx::query_as(
+    let row = sqlx::query!(
         "SELECT u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = $1 AND s.expires_at > now() AND NOT u.disabled",
+        token_hash(token),
     )
-    .bind(token_hash(token))
     .fetch_optional(db)
     .await?;
-    Ok(row.and_then(|(username, role)| Role::parse(&role).map(|role| Principal { username, role })))
+    Ok(row.and_then(|r| Role::parse(&r.role).map(|role| Principal { username: r.username, role })))
 }
 
 /// The principal for a name asserted by a trusted proxy: only users that exist locally.
 pub async fn user_principal(db: impl PgExecutor<'_>, username: &str) -> Result<Option<Principal>, sqlx::Error> {
-    let row: Option<(String, String)> =
-        sqlx::query_as("SELECT username, role FROM users WHERE username = $1 AND NOT disabled")
-            .bind(username)
-            .fetch_optional(db)
-            .await?;
-    Ok(row.and_then(|(username, role)| Role::parse(&role).map(|role| Principal { username, role })))
+    let row = sqlx::query!("SELECT username, role FROM users WHERE username = $1 AND NOT disabled", username)
+        .fetch_optional(db)
+        .await?;
+    Ok(row.and_then(|r| Role::parse(&r.role).map(|role| Principal { username: r.username, role })))
 }
 
 pub async fn logout(db: impl PgExecutor<'_>, token: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM sessions WHERE token_hash = $1").bind(token_hash(token)).execute(db).await?;
+    sqlx::query!("DELETE FROM sessions WHERE token_hash = $1", token_hash(token)).execute(db).await?;
     Ok(())
 }
 
 /// Ends every session of a user (after a change of role, a disable, a new password).
 async fn end_sessions(db: impl PgExecutor<'_>, username: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM sessions WHERE user_id = (SELECT id FROM users WHERE username = $1)")
-        .bind(username)
+    sqlx::query!("DELETE FROM sessions WHERE user_id = (SELECT id FROM users WHERE username = $1)", username)
         .execute(db)
         .await?;
     Ok(())
@@ -262,9 +253,7 @@ async fn end_sessions(db: impl PgExecutor<'_>, username: &str) -> Result<(), sql
 
 /// Changes a user's role and ends their sessions. False when there is no such user.
 pub async fn set_role(db: &mut sqlx::PgConnection, username: &str, role: Role) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query("UPDATE users SET role = $2 WHERE username = $1")
-        .bind(username)
-        .bind(role.as_str())
+    let r = sqlx::query!("UPDATE users SET role = $2 WHERE username = $1", username, role.as_str())
         .execute(&mut *db)
         .await?;
     end_sessions(&mut *db, username).await?;
@@ -274,9 +263,7 @@ pub async fn set_role(db: &mut sqlx::PgConnection, username: &str, role: Role) -
 /// Disables or enables a user; either way their existing sessions end, so enabling a user
 /// never revives an old cookie. False when there is no such user.
 pub async fn set_disabled(db: &mut sqlx::PgConnection, username: &str, disabled: bool) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query("UPDATE users SET disabled = $2 WHERE username = $1")
-        .bind(username)
-        .bind(disabled)
+    let r = sqlx::query!("UPDATE users SET disabled = $2 WHERE username = $1", username, disabled)
         .execute(&mut *db)
         .await?;
     end_sessions(&mut *db, username).await?;
@@ -287,9 +274,7 @@ pub async fn set_disabled(db: &mut sqlx::PgConnection, username: &str, disabled:
 pub async fn set_password(db: &mut sqlx::PgConnection, username: &str, password: &str) -> Result<bool, AuthError> {
     check_new_password(password)?;
     let hash = hash_password(password)?;
-    let r = sqlx::query("UPDATE users SET password_hash = $2 WHERE username = $1")
-        .bind(username)
-        .bind(hash)
+    let r = sqlx::query!("UPDATE users SET password_hash = $2 WHERE username = $1", username, hash)
         .execute(&mut *db)
         .await?;
     end_sessions(&mut *db, username).await?;

@@ -38,7 +38,7 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     // Two processes racing on CREATE SCHEMA IF NOT EXISTS can still collide on the
     // catalog's unique index; the loser simply finds it there on retry.
     for attempt in 0..3 {
-        match sqlx::query("CREATE SCHEMA IF NOT EXISTS revenant").execute(pool).await {
+        match sqlx::query!("CREATE SCHEMA IF NOT EXISTS revenant").execute(pool).await {
             Ok(_) => break,
             Err(e) if attempt < 2 => {
                 tracing::debug!(error = %e, "create schema raced, retrying");
@@ -53,6 +53,8 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 
 /// The server's version string, e.g. "PostgreSQL 15.19".
 pub async fn server_version(pool: &PgPool) -> Result<String, sqlx::Error> {
-    let v: String = sqlx::query_scalar("SHOW server_version").fetch_one(pool).await?;
+    // current_setting() is SHOW as a function: a query can name its column (and its nullability).
+    let v: String =
+        sqlx::query_scalar!(r#"SELECT current_setting('server_version') AS "server_version!""#).fetch_one(pool).await?;
     Ok(format!("PostgreSQL {v}"))
 }

@@ -30,15 +30,16 @@ static SWEEP: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
 
 /// Drops test databases older than an hour: what a killed earlier run left behind.
 async fn sweep(admin: &mut PgConnection) {
-    let old: Vec<String> = sqlx::query_scalar(
-        "SELECT d.datname::text FROM pg_database d
+    let old: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT d.datname::text AS "datname!" FROM pg_database d
          WHERE d.datname LIKE 'revenant_t_%'
-           AND (pg_stat_file('base/' || d.oid || '/PG_VERSION')).modification < now() - interval '1 hour'",
+           AND (pg_stat_file('base/' || d.oid || '/PG_VERSION')).modification < now() - interval '1 hour'"#
     )
     .fetch_all(&mut *admin)
     .await
     .unwrap_or_default();
     for name in old {
+        // Runtime-checked: DROP DATABASE of a name found at run time.
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
             .execute(&mut *admin)
             .await;
@@ -51,6 +52,7 @@ pub async fn fresh_db() -> TestDb {
     // Once per test process, not per test.
     SWEEP.get_or_init(|| sweep(&mut conn)).await;
     let name = format!("revenant_t_{}", uuid::Uuid::new_v4().simple());
+    // Runtime-checked: CREATE DATABASE of a name made at run time.
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
         .execute(&mut conn)
         .await
@@ -66,6 +68,7 @@ impl TestDb {
     pub async fn drop_db(self) {
         self.pool.close().await;
         if let Ok(mut conn) = PgConnection::connect(&admin_url()).await {
+            // Runtime-checked: DROP DATABASE of a name made at run time.
             let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
                 .execute(&mut conn)
                 .await;

@@ -167,10 +167,11 @@ pub fn http_client() -> reqwest::Result<reqwest::Client> {
 /// The DLQs Revenant watches: the ingested queues, and every queue a DLQ alert rule targets
 /// (someone looks at those even when they are not ingested).
 pub async fn watched(db: impl PgExecutor<'_>, ingest_queues: &[String]) -> Result<HashSet<String>, sqlx::Error> {
-    let alerted: Vec<String> =
-        sqlx::query_scalar("SELECT DISTINCT target FROM alert_rules WHERE kind LIKE 'dlq_%' AND target IS NOT NULL")
-            .fetch_all(db)
-            .await?;
+    let alerted: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT DISTINCT target AS "target!" FROM alert_rules WHERE kind LIKE 'dlq_%' AND target IS NOT NULL"#
+    )
+    .fetch_all(db)
+    .await?;
     Ok(ingest_queues.iter().cloned().chain(alerted).collect())
 }
 

@@ -109,6 +109,7 @@ impl Scratch {
         let admin = engine::db::options(database_url)?;
         let name = format!("revenant_bench_{}", uuid::Uuid::new_v4().simple());
         let mut conn = PgConnection::connect_with(&admin).await.context("cannot connect to DATABASE_URL")?;
+        // Runtime-checked: CREATE DATABASE of a name made at run time.
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
             .execute(&mut conn)
             .await
@@ -134,6 +135,7 @@ impl Scratch {
         self.pool.close().await;
         let res = async {
             let mut conn = PgConnection::connect_with(&self.admin).await?;
+            // Runtime-checked: DROP DATABASE of a name made at run time.
             sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
                 .execute(&mut conn)
                 .await?;

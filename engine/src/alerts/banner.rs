@@ -27,47 +27,34 @@ pub struct FiringAlert {
     pub silenced: bool,
 }
 
-type Row = (
-    i64,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<f64>,
-    DateTime<Utc>,
-    Option<String>,
-    Option<String>,
-    bool,
-);
-
 /// Enabled rules that are firing now.
 pub async fn firing(db: impl PgExecutor<'_>) -> Result<Vec<FiringAlert>, sqlx::Error> {
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT r.id, r.name, r.kind, r.target, s.severity, s.value, s.since, s.link, e.message,
-                coalesce(r.silenced_until > now(), false)
+    let rows = sqlx::query!(
+        r#"SELECT r.id, r.name, r.kind, r.target, s.severity, s.value, s.since, s.link, e.message AS "message?",
+                coalesce(r.silenced_until > now(), false) AS "silenced!"
          FROM alert_state s
          JOIN alert_rules r ON r.id = s.rule_id
          LEFT JOIN LATERAL (SELECT message FROM alert_events WHERE rule_id = r.id ORDER BY at DESC, id DESC LIMIT 1) e
                 ON true
          WHERE s.state = 'firing' AND r.enabled
-         ORDER BY (s.severity = 'critical') DESC, s.since, r.id",
+         ORDER BY (s.severity = 'critical') DESC, s.since, r.id"#
     )
     .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(rule_id, name, kind, target, severity, value, since, link, message, silenced)| {
+        .filter_map(|r| {
             Some(FiringAlert {
-                rule_id,
-                name,
-                kind: RuleKind::parse(&kind)?,
-                target,
-                severity: severity.as_deref().and_then(Severity::parse).unwrap_or(Severity::Warning),
-                value,
-                since,
-                link: link.unwrap_or_else(|| "/alerts".into()),
-                message,
-                silenced,
+                rule_id: r.id,
+                name: r.name,
+                kind: RuleKind::parse(&r.kind)?,
+                target: r.target,
+                severity: r.severity.as_deref().and_then(Severity::parse).unwrap_or(Severity::Warning),
+                value: r.value,
+                since: r.since,
+                link: r.link.unwrap_or_else(|| "/alerts".into()),
+                message: r.message,
+                silenced: r.silenced,
             })
         })
         .collect())

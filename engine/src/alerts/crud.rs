@@ -59,30 +59,27 @@ impl Rule {
     }
 }
 
-#[derive(sqlx::FromRow)]
+/// A rule as `alert_rules` stores it; the queries that read one name every column (checked
+/// against the table by `sqlx::query_as!`).
 pub(crate) struct RuleRow {
-    id: i64,
-    name: String,
-    kind: String,
-    target: Option<String>,
-    warn_threshold: f64,
-    crit_threshold: f64,
-    recover_threshold: f64,
-    for_secs: i32,
-    window_mins: Option<i32>,
-    webhook_url: Option<String>,
-    webhook_format: String,
-    enabled: bool,
-    silenced_until: Option<DateTime<Utc>>,
-    silence_reason: Option<String>,
-    created_by: String,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    pub(crate) target: Option<String>,
+    pub(crate) warn_threshold: f64,
+    pub(crate) crit_threshold: f64,
+    pub(crate) recover_threshold: f64,
+    pub(crate) for_secs: i32,
+    pub(crate) window_mins: Option<i32>,
+    pub(crate) webhook_url: Option<String>,
+    pub(crate) webhook_format: String,
+    pub(crate) enabled: bool,
+    pub(crate) silenced_until: Option<DateTime<Utc>>,
+    pub(crate) silence_reason: Option<String>,
+    pub(crate) created_by: String,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
-
-pub(crate) const RULE_COLUMNS: &str = "id, name, kind, target, warn_threshold, crit_threshold, recover_threshold, \
-     for_secs, window_mins, webhook_url, webhook_format, enabled, silenced_until, silence_reason, created_by, \
-     created_at, updated_at";
 
 impl TryFrom<RuleRow> for Rule {
     type Error = sqlx::Error;
@@ -115,11 +112,15 @@ impl TryFrom<RuleRow> for Rule {
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Rule, RuleError> {
-    let row: Option<RuleRow> =
-        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {RULE_COLUMNS} FROM alert_rules WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(db)
-            .await?;
+    let row = sqlx::query_as!(
+        RuleRow,
+        "SELECT id, name, kind, target, warn_threshold, crit_threshold, recover_threshold, for_secs, window_mins,
+                webhook_url, webhook_format, enabled, silenced_until, silence_reason, created_by, created_at, updated_at
+         FROM alert_rules WHERE id = $1",
+        id,
+    )
+    .fetch_optional(db)
+    .await?;
     row.ok_or(RuleError::NotFound)?.try_into().map_err(RuleError::Db)
 }
 
@@ -169,27 +170,27 @@ pub async fn create(pool: &PgPool, who: &Principal, ip: &ClientIp, input: &RuleI
     allowed(who)?;
     let v = input.validate().map_err(RuleError::Invalid)?;
     let mut tx = pool.begin().await?;
-    let id: i64 = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO alert_rules (name, kind, target, warn_threshold, crit_threshold, recover_threshold, for_secs,
                                   window_mins, webhook_url, webhook_format, enabled, created_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+        &v.name,
+        v.kind.as_str(),
+        v.target.as_deref(),
+        v.warn,
+        v.crit,
+        v.recover,
+        v.for_secs,
+        v.window_mins,
+        v.webhook_url.as_deref(),
+        v.webhook_format.as_str(),
+        v.enabled,
+        &who.username,
     )
-    .bind(&v.name)
-    .bind(v.kind.as_str())
-    .bind(&v.target)
-    .bind(v.warn)
-    .bind(v.crit)
-    .bind(v.recover)
-    .bind(v.for_secs)
-    .bind(v.window_mins)
-    .bind(&v.webhook_url)
-    .bind(v.webhook_format.as_str())
-    .bind(v.enabled)
-    .bind(&who.username)
     .fetch_one(&mut *tx)
     .await
     .map_err(|e| conflict(e, &v.name))?;
-    sqlx::query("INSERT INTO alert_state (rule_id) VALUES ($1)").bind(id).execute(&mut *tx).await?;
+    sqlx::query!("INSERT INTO alert_state (rule_id) VALUES ($1)", id).execute(&mut *tx).await?;
     audit(&mut tx, who, ip, "alert_rule.create", &v.name, detail(&v)).await?;
     let rule = get(&mut *tx, id).await?;
     tx.commit().await?;
@@ -209,24 +210,24 @@ pub async fn update(
     allowed(who)?;
     let v = input.validate().map_err(RuleError::Invalid)?;
     let mut tx = pool.begin().await?;
-    let res = sqlx::query(
+    let res = sqlx::query!(
         "UPDATE alert_rules SET name = $2, kind = $3, target = $4, warn_threshold = $5, crit_threshold = $6,
                 recover_threshold = $7, for_secs = $8, window_mins = $9, webhook_url = $10, webhook_format = $11,
                 enabled = $12, updated_at = now(), next_eval_at = now()
          WHERE id = $1",
+        id,
+        &v.name,
+        v.kind.as_str(),
+        v.target.as_deref(),
+        v.warn,
+        v.crit,
+        v.recover,
+        v.for_secs,
+        v.window_mins,
+        v.webhook_url.as_deref(),
+        v.webhook_format.as_str(),
+        v.enabled,
     )
-    .bind(id)
-    .bind(&v.name)
-    .bind(v.kind.as_str())
-    .bind(&v.target)
-    .bind(v.warn)
-    .bind(v.crit)
-    .bind(v.recover)
-    .bind(v.for_secs)
-    .bind(v.window_mins)
-    .bind(&v.webhook_url)
-    .bind(v.webhook_format.as_str())
-    .bind(v.enabled)
     .execute(&mut *tx)
     .await
     .map_err(|e| conflict(e, &v.name))?;
@@ -244,8 +245,7 @@ pub async fn update(
 pub async fn delete(pool: &PgPool, who: &Principal, ip: &ClientIp, id: i64) -> Result<(), RuleError> {
     allowed(who)?;
     let mut tx = pool.begin().await?;
-    let name: Option<String> = sqlx::query_scalar("DELETE FROM alert_rules WHERE id = $1 RETURNING name")
-        .bind(id)
+    let name = sqlx::query_scalar!("DELETE FROM alert_rules WHERE id = $1 RETURNING name", id)
         .fetch_optional(&mut *tx)
         .await?;
     let name = name.ok_or(RuleError::NotFound)?;
@@ -296,12 +296,12 @@ async fn set_silence(
     silence: Option<(DateTime<Utc>, &str)>,
 ) -> Result<Rule, RuleError> {
     let mut tx = pool.begin().await?;
-    let name: Option<String> = sqlx::query_scalar(
+    let name = sqlx::query_scalar!(
         "UPDATE alert_rules SET silenced_until = $2, silence_reason = $3, updated_at = now() WHERE id = $1 RETURNING name",
+        id,
+        silence.map(|s| s.0),
+        silence.map(|s| s.1),
     )
-    .bind(id)
-    .bind(silence.map(|s| s.0))
-    .bind(silence.map(|s| s.1))
     .fetch_optional(&mut *tx)
     .await?;
     let name = name.ok_or(RuleError::NotFound)?;

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::{
     AlertSettings,
-    crud::{RULE_COLUMNS, Rule, RuleRow},
+    crud::{Rule, RuleRow},
     evaluate::{self, AlertState, Severity, Snapshot, Transition},
     link, measure, webhook,
 };
@@ -58,13 +58,13 @@ pub async fn run(
 async fn heartbeat(pool: &PgPool, instance: Uuid, evaluated: usize, sent: usize, stopped: bool) {
     let host = crate::host::name();
     let detail = serde_json::json!({ "evaluated": evaluated, "webhooks_sent": sent, "stopped": stopped });
-    let res = sqlx::query(
+    let res = sqlx::query!(
         "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('alerts', $1, $2, $3)
          ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), detail = EXCLUDED.detail",
+        instance,
+        host,
+        detail,
     )
-    .bind(instance)
-    .bind(host)
-    .bind(detail)
     .execute(pool)
     .await;
     if let Err(e) = res {
@@ -78,12 +78,16 @@ pub async fn evaluate_due(pool: &PgPool, sources: &[Source], cfg: &AlertSettings
     let mut done: Vec<i64> = Vec::new();
     loop {
         let mut tx = pool.begin().await.context("cannot begin an evaluation transaction")?;
-        let row: Option<RuleRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {RULE_COLUMNS} FROM alert_rules
+        let row = sqlx::query_as!(
+            RuleRow,
+            "SELECT id, name, kind, target, warn_threshold, crit_threshold, recover_threshold, for_secs, window_mins,
+                    webhook_url, webhook_format, enabled, silenced_until, silence_reason, created_by, created_at,
+                    updated_at
+             FROM alert_rules
              WHERE enabled AND next_eval_at <= now() AND id <> ALL($1)
-             ORDER BY next_eval_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-        )))
-        .bind(&done)
+             ORDER BY next_eval_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+            &done,
+        )
         .fetch_optional(&mut *tx)
         .await
         .context("cannot claim a due alert rule")?;
@@ -96,81 +100,82 @@ pub async fn evaluate_due(pool: &PgPool, sources: &[Source], cfg: &AlertSettings
             Ok(None) => tracing::debug!(rule_id = rule.id, "no value yet; state kept"),
             Err(e) => tracing::warn!(rule_id = rule.id, error = %e, "cannot measure the alert rule; state kept"),
         }
-        sqlx::query("UPDATE alert_rules SET next_eval_at = now() + make_interval(secs => $2) WHERE id = $1")
-            .bind(rule.id)
-            .bind(cfg.tick.as_secs_f64())
-            .execute(&mut *tx)
-            .await
-            .context("cannot schedule the next evaluation")?;
+        sqlx::query!(
+            "UPDATE alert_rules SET next_eval_at = now() + make_interval(secs => $2) WHERE id = $1",
+            rule.id,
+            cfg.tick.as_secs_f64(),
+        )
+        .execute(&mut *tx)
+        .await
+        .context("cannot schedule the next evaluation")?;
         tx.commit().await.context("cannot commit an evaluation")?;
         done.push(rule.id);
     }
 }
 
-type StateRow = (String, Option<String>, DateTime<Utc>, Option<DateTime<Utc>>, DateTime<Utc>);
-
 /// Steps the rule's state machine and writes the result, in the claim's transaction.
 async fn apply(tx: &mut Transaction<'_, Postgres>, rule: &Rule, m: measure::Measurement) -> anyhow::Result<()> {
     // now() is the transaction's clock: the same instant for the state, event and delivery.
-    let row: Option<StateRow> = sqlx::query_as(
-        "SELECT state, severity, since, pending_since, now() FROM alert_state WHERE rule_id = $1 FOR UPDATE",
+    let row = sqlx::query!(
+        r#"SELECT state, severity, since, pending_since, now() AS "now!" FROM alert_state WHERE rule_id = $1 FOR UPDATE"#,
+        rule.id,
     )
-    .bind(rule.id)
     .fetch_optional(&mut **tx)
     .await?;
     let (prev, now) = match row {
-        Some((state, severity, since, pending_since, now)) => {
-            let state = AlertState::parse(&state).unwrap_or(AlertState::Ok);
-            (Snapshot { state, severity: severity.as_deref().and_then(Severity::parse), since, pending_since }, now)
+        Some(r) => {
+            let state = AlertState::parse(&r.state).unwrap_or(AlertState::Ok);
+            let severity = r.severity.as_deref().and_then(Severity::parse);
+            (Snapshot { state, severity, since: r.since, pending_since: r.pending_since }, r.now)
         }
         None => {
-            let now: DateTime<Utc> =
-                sqlx::query_scalar("INSERT INTO alert_state (rule_id) VALUES ($1) RETURNING now()")
-                    .bind(rule.id)
-                    .fetch_one(&mut **tx)
-                    .await?;
+            let now: DateTime<Utc> = sqlx::query_scalar!(
+                r#"INSERT INTO alert_state (rule_id) VALUES ($1) RETURNING now() AS "now!""#,
+                rule.id
+            )
+            .fetch_one(&mut **tx)
+            .await?;
             (Snapshot::initial(now), now)
         }
     };
     let hold = chrono::Duration::seconds(i64::from(rule.for_secs));
     let out = evaluate::step(prev, m.value, rule.thresholds(), hold, now);
     let path = link::path(rule.kind, rule.target.as_deref(), m.group_id);
-    sqlx::query(
+    sqlx::query!(
         "UPDATE alert_state SET state = $2, severity = $3, value = $4, since = $5, pending_since = $6,
                 last_eval_at = now(), evals = evals + 1, link = $7
          WHERE rule_id = $1",
+        rule.id,
+        out.next.state.as_str(),
+        out.next.severity.map(Severity::as_str),
+        m.value,
+        out.next.since,
+        out.next.pending_since,
+        &path,
     )
-    .bind(rule.id)
-    .bind(out.next.state.as_str())
-    .bind(out.next.severity.map(Severity::as_str))
-    .bind(m.value)
-    .bind(out.next.since)
-    .bind(out.next.pending_since)
-    .bind(&path)
     .execute(&mut **tx)
     .await?;
     let Some(tr) = out.transition else {
         return Ok(());
     };
-    let event_id: i64 = sqlx::query_scalar(
+    let event_id: i64 = sqlx::query_scalar!(
         "INSERT INTO alert_events (rule_id, from_state, to_state, severity, value, threshold, message, link)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        rule.id,
+        tr.from.as_str(),
+        tr.to.as_str(),
+        tr.severity.map(Severity::as_str),
+        m.value,
+        tr.threshold,
+        message(rule, &tr, m.value),
+        &path,
     )
-    .bind(rule.id)
-    .bind(tr.from.as_str())
-    .bind(tr.to.as_str())
-    .bind(tr.severity.map(Severity::as_str))
-    .bind(m.value)
-    .bind(tr.threshold)
-    .bind(message(rule, &tr, m.value))
-    .bind(&path)
     .fetch_one(&mut **tx)
     .await?;
     let silenced = rule.silenced_at(now);
     let queued = tr.notifies() && rule.webhook_url.is_some() && !silenced;
     if queued {
-        sqlx::query("INSERT INTO webhook_deliveries (event_id, attempt) VALUES ($1, 1)")
-            .bind(event_id)
+        sqlx::query!("INSERT INTO webhook_deliveries (event_id, attempt) VALUES ($1, 1)", event_id)
             .execute(&mut **tx)
             .await?;
     }

@@ -60,40 +60,43 @@ pub async fn measure(
     match rule.kind {
         RuleKind::TopologyCritical => topology_failures(own, probe.ok_or(MeasureError::NoTopology)?).await,
         RuleKind::DlqDepth => {
-            let ready: Option<i64> =
-                sqlx::query_scalar("SELECT ready FROM queue_samples WHERE queue = $1 ORDER BY at DESC LIMIT 1")
-                    .bind(target()?)
-                    .fetch_optional(own)
-                    .await?;
+            let ready: Option<i64> = sqlx::query_scalar!(
+                "SELECT ready FROM queue_samples WHERE queue = $1 ORDER BY at DESC LIMIT 1",
+                target()?
+            )
+            .fetch_optional(own)
+            .await?;
             Ok(ready.and_then(|r| Measurement::of(r as f64)))
         }
         RuleKind::DlqAwaiting => {
-            let n: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1 AND status = 'awaiting'")
-                    .bind(target()?)
-                    .fetch_one(own)
-                    .await?;
+            let n: i64 = sqlx::query_scalar!(
+                r#"SELECT count(*) AS "n!" FROM dead_letters WHERE queue = $1 AND status = 'awaiting'"#,
+                target()?,
+            )
+            .fetch_one(own)
+            .await?;
             Ok(Measurement::of(n as f64))
         }
         RuleKind::DlqNew => {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM dead_letters WHERE queue = $1 AND ingested_at > now() - make_interval(mins => $2)",
+            let n: i64 = sqlx::query_scalar!(
+                r#"SELECT count(*) AS "n!" FROM dead_letters
+                   WHERE queue = $1 AND ingested_at > now() - make_interval(mins => $2)"#,
+                target()?,
+                window(rule),
             )
-            .bind(target()?)
-            .bind(window(rule))
             .fetch_one(own)
             .await?;
             Ok(Measurement::of(n as f64))
         }
         RuleKind::NewFailureGroup => {
-            let (n, newest): (i64, Option<i64>) = sqlx::query_as(
-                "SELECT count(*), (array_agg(id ORDER BY first_seen DESC, id DESC))[1]
-                 FROM failure_groups WHERE first_seen > now() - make_interval(mins => $1)",
+            let r = sqlx::query!(
+                r#"SELECT count(*) AS "n!", (array_agg(id ORDER BY first_seen DESC, id DESC))[1] AS "newest?"
+                   FROM failure_groups WHERE first_seen > now() - make_interval(mins => $1)"#,
+                window(rule),
             )
-            .bind(window(rule))
             .fetch_one(own)
             .await?;
-            Ok(Some(Measurement { value: n as f64, group_id: newest }))
+            Ok(Some(Measurement { value: r.n as f64, group_id: r.newest }))
         }
         RuleKind::OutboxOldestAge => {
             let src = source()?;
@@ -115,6 +118,7 @@ pub async fn oldest_pending_age(src: &Source) -> Result<Option<f64>, sqlx::Error
     let c = &src.cols;
     // The column names come from a mapping checked against the live table at start-up, and
     // are quoted (sources::mapping): safe to splice.
+    // Runtime-checked: the table and columns are the source's, from configuration.
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT extract(epoch FROM now() - min({}))::float8 FROM {} WHERE {}",
         c.created_at, c.table, c.pending_cond

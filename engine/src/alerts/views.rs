@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgExecutor;
 
 use super::{
-    crud::{RULE_COLUMNS, Rule, RuleRow},
+    crud::{Rule, RuleRow},
     evaluate::{AlertState, Severity},
     rule::url_host,
 };
@@ -30,31 +30,41 @@ pub struct RuleWithState {
     pub silenced: bool,
 }
 
-#[derive(sqlx::FromRow)]
-struct Joined {
-    #[sqlx(flatten)]
-    rule: RuleRow,
-    state: Option<String>,
-    severity: Option<String>,
-    value: Option<f64>,
-    since: Option<DateTime<Utc>>,
-    last_eval_at: Option<DateTime<Utc>>,
-    link: Option<String>,
-}
-
 /// Every rule, by name, with its state.
 pub async fn list_rules(db: impl PgExecutor<'_>) -> Result<Vec<RuleWithState>, sqlx::Error> {
-    let cols = RULE_COLUMNS.split(", ").map(|c| format!("r.{}", c.trim())).collect::<Vec<_>>().join(", ");
-    let rows: Vec<Joined> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {cols}, s.state, s.severity, s.value, s.since, s.last_eval_at, s.link
-         FROM alert_rules r LEFT JOIN alert_state s ON s.rule_id = r.id ORDER BY r.name"
-    )))
+    // The state is a LEFT JOIN: every column of `s` may be NULL.
+    let rows = sqlx::query!(
+        r#"SELECT r.id, r.name, r.kind, r.target, r.warn_threshold, r.crit_threshold, r.recover_threshold, r.for_secs,
+                r.window_mins, r.webhook_url, r.webhook_format, r.enabled, r.silenced_until, r.silence_reason,
+                r.created_by, r.created_at, r.updated_at,
+                s.state AS "state?", s.severity AS "severity?", s.value AS "value?", s.since AS "since?",
+                s.last_eval_at AS "last_eval_at?", s.link AS "link?"
+         FROM alert_rules r LEFT JOIN alert_state s ON s.rule_id = r.id ORDER BY r.name"#
+    )
     .fetch_all(db)
     .await?;
     let now = Utc::now();
     rows.into_iter()
         .map(|j| {
-            let mut rule = Rule::try_from(j.rule)?;
+            let mut rule = Rule::try_from(RuleRow {
+                id: j.id,
+                name: j.name,
+                kind: j.kind,
+                target: j.target,
+                warn_threshold: j.warn_threshold,
+                crit_threshold: j.crit_threshold,
+                recover_threshold: j.recover_threshold,
+                for_secs: j.for_secs,
+                window_mins: j.window_mins,
+                webhook_url: j.webhook_url,
+                webhook_format: j.webhook_format,
+                enabled: j.enabled,
+                silenced_until: j.silenced_until,
+                silence_reason: j.silence_reason,
+                created_by: j.created_by,
+                created_at: j.created_at,
+                updated_at: j.updated_at,
+            })?;
             let webhook_host = rule.webhook_url.take().map(|u| url_host(&u).to_string());
             Ok(RuleWithState {
                 silenced: rule.silenced_at(now),
@@ -92,14 +102,15 @@ pub async fn history(
     before_id: Option<i64>,
     limit: i64,
 ) -> Result<Vec<EventRow>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        EventRow,
         "SELECT id, rule_id, at, from_state, to_state, severity, value, threshold, message, link
          FROM alert_events WHERE rule_id = $1 AND id < coalesce($2, 9223372036854775807)
          ORDER BY id DESC LIMIT $3",
+        rule_id,
+        before_id,
+        limit,
     )
-    .bind(rule_id)
-    .bind(before_id)
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -121,13 +132,14 @@ pub struct DeliveryRow {
 
 /// A rule's delivery attempts, newest first.
 pub async fn deliveries(db: impl PgExecutor<'_>, rule_id: i64, limit: i64) -> Result<Vec<DeliveryRow>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        DeliveryRow,
         "SELECT d.id, d.event_id, e.to_state, d.attempt, d.at, d.status_code, d.error, d.delivered, d.next_attempt_at
          FROM webhook_deliveries d JOIN alert_events e ON e.id = d.event_id
          WHERE e.rule_id = $1 ORDER BY d.id DESC LIMIT $2",
+        rule_id,
+        limit,
     )
-    .bind(rule_id)
-    .bind(limit)
     .fetch_all(db)
     .await
 }

@@ -76,7 +76,6 @@ pub fn body(format: WebhookFormat, p: &Payload) -> serde_json::Value {
     }
 }
 
-#[derive(sqlx::FromRow)]
 struct Due {
     id: i64,
     event_id: i64,
@@ -159,16 +158,17 @@ pub async fn deliver_due(pool: &PgPool, http: &reqwest::Client, cfg: &AlertSetti
     let mut made = 0;
     loop {
         let mut tx = pool.begin().await.context("cannot begin a delivery transaction")?;
-        let due: Option<Due> = sqlx::query_as(
-            "SELECT d.id, d.event_id, d.attempt, e.rule_id, e.at, e.from_state, e.to_state, e.severity, e.value,
+        let due = sqlx::query_as!(
+            Due,
+            r#"SELECT d.id, d.event_id, d.attempt, e.rule_id, e.at, e.from_state, e.to_state, e.severity, e.value,
                     e.threshold, e.message, e.link, r.name, r.kind, r.target, r.webhook_url, r.webhook_format,
-                    coalesce(r.silenced_until > now(), false) AS silenced
+                    coalesce(r.silenced_until > now(), false) AS "silenced!"
              FROM webhook_deliveries d
              JOIN alert_events e ON e.id = d.event_id
              JOIN alert_rules r ON r.id = e.rule_id
              WHERE d.at IS NULL AND d.next_attempt_at <= now()
              ORDER BY d.next_attempt_at, d.id LIMIT 1
-             FOR UPDATE OF d SKIP LOCKED",
+             FOR UPDATE OF d SKIP LOCKED"#
         )
         .fetch_optional(&mut *tx)
         .await
@@ -185,26 +185,26 @@ pub async fn deliver_due(pool: &PgPool, http: &reqwest::Client, cfg: &AlertSetti
                 send(http, cfg, &d, url).instrument(span).await
             }
         };
-        sqlx::query(
+        sqlx::query!(
             "UPDATE webhook_deliveries SET at = now(), status_code = $2, error = $3, delivered = $4 WHERE id = $1",
+            d.id,
+            status,
+            error.as_deref(),
+            delivered,
         )
-        .bind(d.id)
-        .bind(status)
-        .bind(&error)
-        .bind(delivered)
         .execute(&mut *tx)
         .await
         .context("cannot record a delivery attempt")?;
         let retry = !delivered && !d.silenced && d.webhook_url.is_some() && d.attempt < cfg.webhook_max_attempts;
         if retry {
             let wait = backoff.delay(d.attempt as u32);
-            sqlx::query(
+            sqlx::query!(
                 "INSERT INTO webhook_deliveries (event_id, attempt, next_attempt_at)
                  VALUES ($1, $2, now() + make_interval(secs => $3))",
+                d.event_id,
+                d.attempt + 1,
+                wait.as_secs_f64(),
             )
-            .bind(d.event_id)
-            .bind(d.attempt + 1)
-            .bind(wait.as_secs_f64())
             .execute(&mut *tx)
             .await
             .context("cannot queue the next delivery attempt")?;

@@ -18,28 +18,24 @@ pub const FAILURE_WINDOW_SECS: i64 = 300;
 
 /// Records an attempt and says whether it may be checked.
 pub async fn admit(pool: &PgPool, username: &str, ip: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query("INSERT INTO login_failures (username, source_ip) VALUES ($1, $2)")
-        .bind(username)
-        .bind(ip)
+    sqlx::query!("INSERT INTO login_failures (username, source_ip) VALUES ($1, $2)", username, ip)
         .execute(pool)
         .await?;
-    let (pair, address): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE username = $1), count(*) FROM login_failures
-         WHERE source_ip = $2 AND at > now() - make_interval(secs => $3)",
+    let counts = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE username = $1) AS "pair!", count(*) AS "address!" FROM login_failures
+         WHERE source_ip = $2 AND at > now() - make_interval(secs => $3)"#,
+        username,
+        ip,
+        FAILURE_WINDOW_SECS as f64,
     )
-    .bind(username)
-    .bind(ip)
-    .bind(FAILURE_WINDOW_SECS as f64)
     .fetch_one(pool)
     .await?;
-    Ok(pair <= MAX_FAILURES && address <= MAX_PER_ADDRESS)
+    Ok(counts.pair <= MAX_FAILURES && counts.address <= MAX_PER_ADDRESS)
 }
 
 /// After a successful sign-in: this pair's attempts no longer count.
 pub async fn clear(pool: &PgPool, username: &str, ip: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM login_failures WHERE username = $1 AND source_ip = $2")
-        .bind(username)
-        .bind(ip)
+    sqlx::query!("DELETE FROM login_failures WHERE username = $1 AND source_ip = $2", username, ip)
         .execute(pool)
         .await?;
     Ok(())
@@ -54,12 +50,14 @@ pub struct Purged {
 
 /// Removes attempts older than the window and expired sessions; run on a schedule.
 pub async fn purge(pool: &PgPool) -> Result<Purged, sqlx::Error> {
-    let attempts = sqlx::query("DELETE FROM login_failures WHERE at < now() - make_interval(secs => $1)")
-        .bind(FAILURE_WINDOW_SECS as f64)
-        .execute(pool)
-        .await?
-        .rows_affected();
-    let sessions = sqlx::query("DELETE FROM sessions WHERE expires_at < now()").execute(pool).await?.rows_affected();
+    let attempts = sqlx::query!(
+        "DELETE FROM login_failures WHERE at < now() - make_interval(secs => $1)",
+        FAILURE_WINDOW_SECS as f64
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    let sessions = sqlx::query!("DELETE FROM sessions WHERE expires_at < now()").execute(pool).await?.rows_affected();
     Ok(Purged { attempts, sessions })
 }
 

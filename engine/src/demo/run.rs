@@ -123,41 +123,39 @@ pub async fn reset_with(pool: &PgPool, amqp_url: &str, names: &Names) -> anyhow:
 
     let (dlqs, queues) = (names.dlqs(), names.all_queues());
     let mut tx = pool.begin().await?;
-    summary.outbox_rows = sqlx::query("DELETE FROM outbox WHERE exchange = $1")
-        .bind(names.exchange())
+    summary.outbox_rows = sqlx::query!("DELETE FROM outbox WHERE exchange = $1", names.exchange())
         .execute(&mut *tx)
         .await
         .context("cannot delete the demo's outbox rows")?
         .rows_affected();
     // Replays of demo dead letters refer to them; they go too, and so do plans left empty.
     // Looked up by name because the replay tables are younger than the demo's first version.
-    let has_replays: bool = sqlx::query_scalar("SELECT to_regclass('replay_items') IS NOT NULL")
+    let has_replays: bool = sqlx::query_scalar!(r#"SELECT to_regclass('replay_items') IS NOT NULL AS "has!""#)
         .fetch_one(&mut *tx)
         .await
         .context("cannot look up the replay tables")?;
     if has_replays {
-        let plans: Vec<i64> = sqlx::query_scalar(
+        let plans: Vec<i64> = sqlx::query_scalar!(
             "DELETE FROM replay_items i USING dead_letters d
               WHERE i.dead_letter_id = d.id AND d.queue = ANY($1)
              RETURNING i.plan_id",
+            &dlqs,
         )
-        .bind(&dlqs)
         .fetch_all(&mut *tx)
         .await
         .context("cannot delete replays of the demo's dead letters")?;
-        summary.replay_plans = sqlx::query(
+        summary.replay_plans = sqlx::query!(
             "DELETE FROM replay_plans p WHERE p.id = ANY($1)
                AND NOT EXISTS (SELECT 1 FROM replay_items i WHERE i.plan_id = p.id)",
+            &plans,
         )
-        .bind(&plans)
         .execute(&mut *tx)
         .await
         .context("cannot delete the demo's replay plans")?
         .rows_affected();
     }
     let groups: Vec<Option<i64>> =
-        sqlx::query_scalar("DELETE FROM dead_letters WHERE queue = ANY($1) RETURNING group_id")
-            .bind(&dlqs)
+        sqlx::query_scalar!("DELETE FROM dead_letters WHERE queue = ANY($1) RETURNING group_id", &dlqs)
             .fetch_all(&mut *tx)
             .await
             .context("cannot delete the demo's dead letters (does another table still refer to them?)")?;
@@ -167,21 +165,21 @@ pub async fn reset_with(pool: &PgPool, amqp_url: &str, names: &Names) -> anyhow:
     groups.dedup();
     // A fingerprint includes the original queue, so a group is normally the demo's alone;
     // the check keeps any group that other dead letters share.
-    summary.failure_groups = sqlx::query(
+    summary.failure_groups = sqlx::query!(
         "DELETE FROM failure_groups g WHERE g.id = ANY($1)
            AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.group_id = g.id)",
+        &groups,
     )
-    .bind(&groups)
     .execute(&mut *tx)
     .await
     .context("cannot delete the demo's failure groups")?
     .rows_affected();
-    summary.queue_samples = sqlx::query("DELETE FROM queue_samples WHERE queue = ANY($1)")
-        .bind(&queues)
+    summary.queue_samples = sqlx::query!("DELETE FROM queue_samples WHERE queue = ANY($1)", &queues)
         .execute(&mut *tx)
         .await
         .context("cannot delete the demo's queue samples")?
         .rows_affected();
+    // Runtime-checked: DDL on the demo service's own table, which is not in the migrations.
     sqlx::query("DROP TABLE IF EXISTS public.demo_orders")
         .execute(&mut *tx)
         .await

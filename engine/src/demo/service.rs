@@ -19,6 +19,7 @@ pub const TABLE: &str = "public.demo_orders";
 
 /// Creates the demo table if it is not there yet.
 pub async fn ensure_table(pool: &PgPool) -> Result<(), DemoError> {
+    // Runtime-checked: DDL of the demo service's own table, which is not in the migrations.
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS public.demo_orders (
              id           bigserial PRIMARY KEY,
@@ -191,6 +192,7 @@ pub async fn write(pool: &PgPool, names: &Names, plan: &Plan) -> Result<Written,
     let mut order = None;
     if let Some(from) = step.applies_to() {
         // SKIP LOCKED: two demo producers never advance the same order.
+        // Runtime-checked: the demo service's own table, not in Revenant's migrations.
         order = sqlx::query_as::<_, (i64, String, i64)>(
             "UPDATE public.demo_orders SET status = $2, updated_at = now()
               WHERE id = (SELECT id FROM public.demo_orders WHERE status = $1
@@ -206,6 +208,7 @@ pub async fn write(pool: &PgPool, names: &Names, plan: &Plan) -> Result<Written,
         Some(o) => o,
         None => {
             step = Step::Create;
+            // Runtime-checked: the demo service's own table, not in Revenant's migrations.
             sqlx::query_as(
                 "INSERT INTO public.demo_orders (customer, amount_cents, status) VALUES ($1, $2, 'created')
                  RETURNING id, customer, amount_cents",

@@ -9,7 +9,7 @@
 //! another database: its update commits first, then the audit entry records the outcome.
 
 use serde::{Deserialize, Serialize};
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{Source, query};
@@ -72,32 +72,22 @@ fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), Actio
     Ok(())
 }
 
-/// The UPDATE for one action, restricted to the ids bound next by the caller.
-fn update_sql(src: &Source, action: Action) -> String {
+/// The retry UPDATE of a mapped table (the only action one has), restricted to the ids bound
+/// next by the caller.
+fn mapped_update_sql(src: &Source) -> String {
     let c = &src.cols;
-    if c.native {
-        match action {
-            Action::Retry => "UPDATE outbox SET status = 'pending', attempts = 0, last_error = NULL, next_attempt_at = now(), \
-                 lease_owner = NULL, lease_expires_at = NULL WHERE status IN ('pending', 'failed') AND id::text = ANY($1)"
-                .into(),
-            Action::Archive => "UPDATE outbox SET status = 'archived', archived_reason = $2, lease_owner = NULL, \
-                 lease_expires_at = NULL WHERE status IN ('pending', 'failed') AND id::text = ANY($1)"
-                .into(),
-        }
-    } else {
-        let mut sets = vec![format!("{} = 0", c.attempts_col.clone().unwrap_or_default())];
-        if let Some(le) = &c.last_error_col {
-            sets.push(format!("{le} = NULL"));
-        }
-        format!(
-            "UPDATE {} SET {} WHERE {} AND {} = ANY($1::text[]::{}[])",
-            c.table,
-            sets.join(", "),
-            c.pending_cond,
-            c.id,
-            c.id_type
-        )
+    let mut sets = vec![format!("{} = 0", c.attempts_col.clone().unwrap_or_default())];
+    if let Some(le) = &c.last_error_col {
+        sets.push(format!("{le} = NULL"));
     }
+    format!(
+        "UPDATE {} SET {} WHERE {} AND {} = ANY($1::text[]::{}[])",
+        c.table,
+        sets.join(", "),
+        c.pending_cond,
+        c.id,
+        c.id_type
+    )
 }
 
 async fn apply<'e>(
@@ -107,12 +97,31 @@ async fn apply<'e>(
     ids: &[String],
     reason: Option<&str>,
 ) -> Result<u64, sqlx::Error> {
-    let sql = update_sql(src, action);
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ids.to_vec());
-    if src.native() && action == Action::Archive {
-        q = q.bind(reason.unwrap_or_default().trim().to_string());
-    }
-    Ok(q.execute(exec).await?.rows_affected())
+    let done = match (src.native(), action) {
+        (true, Action::Retry) => {
+            sqlx::query!(
+                "UPDATE outbox SET status = 'pending', attempts = 0, last_error = NULL, next_attempt_at = now(),
+                        lease_owner = NULL, lease_expires_at = NULL
+                 WHERE status IN ('pending', 'failed') AND id::text = ANY($1)",
+                ids,
+            )
+            .execute(exec)
+            .await?
+        }
+        (true, Action::Archive) => {
+            sqlx::query!(
+            "UPDATE outbox SET status = 'archived', archived_reason = $2, lease_owner = NULL, lease_expires_at = NULL
+             WHERE status IN ('pending', 'failed') AND id::text = ANY($1)",
+            ids,
+            reason.unwrap_or_default().trim(),
+        )
+            .execute(exec)
+            .await?
+        }
+        // Runtime-checked: a mapped table's name and columns come from configuration.
+        (false, _) => sqlx::query(sqlx::AssertSqlSafe(mapped_update_sql(src))).bind(ids.to_vec()).execute(exec).await?,
+    };
+    Ok(done.rows_affected())
 }
 
 fn entry<'a>(
@@ -186,16 +195,16 @@ pub async fn freeze(
         )));
     }
     let id = Uuid::new_v4();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO selections (id, kind, source, action, reason, filter, created_by, expires_at)
          VALUES ($1, 'outbox', $2, $3, $4, $5, $6, now() + interval '15 minutes')",
+        id,
+        &src.name,
+        action.as_str(),
+        reason.map(str::trim),
+        serde_json::to_value(filter).unwrap_or_default(),
+        &actor.username,
     )
-    .bind(id)
-    .bind(&src.name)
-    .bind(action.as_str())
-    .bind(reason.map(str::trim))
-    .bind(serde_json::to_value(filter).unwrap_or_default())
-    .bind(&actor.username)
     .execute(own)
     .await?;
     let mut after: Option<String> = None;
@@ -207,15 +216,19 @@ pub async fn freeze(
         }
         let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
         total += ids.len() as i64;
-        let mut q = QueryBuilder::<Postgres>::new("INSERT INTO selection_items (selection_id, item) ");
-        q.push("SELECT ").push_bind(id).push(", unnest(").push_bind(ids).push("::text[]) ON CONFLICT DO NOTHING");
-        q.build().execute(own).await?;
+        sqlx::query!(
+            "INSERT INTO selection_items (selection_id, item) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
+            id,
+            &ids,
+        )
+        .execute(own)
+        .await?;
         match next {
             Some(n) => after = Some(n),
             None => break,
         }
     }
-    sqlx::query("UPDATE selections SET item_count = $2 WHERE id = $1").bind(id).bind(total).execute(own).await?;
+    sqlx::query!("UPDATE selections SET item_count = $2 WHERE id = $1", id, total).execute(own).await?;
     Ok(Frozen { selection_id: id, count: total })
 }
 
@@ -223,26 +236,27 @@ pub async fn freeze(
 /// applicable states since the freeze are skipped, and the audit entry says so).
 pub async fn execute(own: &PgPool, sources: &[Source], selection: Uuid, actor: &Actor<'_>) -> Result<u64, ActionError> {
     let mut tx = own.begin().await?;
-    let sel: Option<(String, String, Option<String>, serde_json::Value, i64)> = sqlx::query_as(
+    let sel = sqlx::query!(
         "SELECT source, action, reason, filter, item_count FROM selections
          WHERE id = $1 AND kind = 'outbox' AND executed_at IS NULL AND expires_at > now() FOR UPDATE",
+        selection,
     )
-    .bind(selection)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((source, action, reason, filter, frozen)) = sel else {
+    let Some(sel) = sel else {
         return Err(ActionError::SelectionGone);
     };
-    let src = super::find(sources, &source).ok_or(ActionError::SelectionGone)?;
-    let action = Action::parse(&action).ok_or(ActionError::SelectionGone)?;
+    let (reason, filter, frozen) = (sel.reason, sel.filter, sel.item_count);
+    let src = super::find(sources, &sel.source).ok_or(ActionError::SelectionGone)?;
+    let action = Action::parse(&sel.action).ok_or(ActionError::SelectionGone)?;
     let mut changed = 0u64;
     let mut last = String::new();
     loop {
-        let ids: Vec<String> = sqlx::query_scalar(
+        let ids: Vec<String> = sqlx::query_scalar!(
             "SELECT item FROM selection_items WHERE selection_id = $1 AND item > $2 ORDER BY item LIMIT 5000",
+            selection,
+            &last,
         )
-        .bind(selection)
-        .bind(&last)
         .fetch_all(&mut *tx)
         .await?;
         let Some(l) = ids.last() else { break };
@@ -253,11 +267,13 @@ pub async fn execute(own: &PgPool, sources: &[Source], selection: Uuid, actor: &
             apply(&src.pool, src, action, &ids, reason.as_deref()).await?
         };
     }
-    sqlx::query("UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1")
-        .bind(selection)
-        .bind(changed as i64)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE selections SET executed_at = now(), executed_count = $2 WHERE id = $1",
+        selection,
+        changed as i64
+    )
+    .execute(&mut *tx)
+    .await?;
     let detail = serde_json::json!({ "selection": selection, "frozen": frozen, "changed": changed, "reason": reason });
     audit::record(&mut *tx, entry(actor, src, action, changed as i64, Some(filter), detail)).await?;
     tx.commit().await?;

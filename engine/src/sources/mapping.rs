@@ -76,13 +76,17 @@ impl Cols {
             Some(s) => format!("{}.{}", quote_ident(s), quote_ident(&table)),
             None => quote_ident(&table),
         };
-        let columns: Vec<(String, String)> = sqlx::query_as(
-            "SELECT a.attname::text, a.atttypid::regtype::text FROM pg_attribute a
-             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
+        // The system catalog is the same in every database, so the check against Revenant's holds.
+        let columns: Vec<(String, String)> = sqlx::query!(
+            r#"SELECT a.attname::text AS "name!", a.atttypid::regtype::text AS "ty!" FROM pg_attribute a
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped"#,
+            &qualified,
         )
-        .bind(&qualified)
         .fetch_all(pool)
-        .await?;
+        .await?
+        .into_iter()
+        .map(|r| (r.name, r.ty))
+        .collect();
         if columns.is_empty() {
             return Err(MappingError::NoTable(m.table.clone()));
         }

@@ -194,6 +194,7 @@ pub async fn list(
 ) -> Result<(Vec<RowSummary>, Option<String>), sqlx::Error> {
     let c = &src.cols;
     let asc = f.bucket.ascending();
+    // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
     let mut q = QueryBuilder::<Postgres>::new(select_summary(c, ""));
     q.push(" WHERE true");
     push_conditions(&mut q, src, f);
@@ -221,6 +222,7 @@ fn parse_cursor(s: &str) -> Option<(DateTime<Utc>, String)> {
 }
 
 pub async fn count(src: &Source, f: &Filter) -> Result<Count, sqlx::Error> {
+    // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
     let mut q =
         QueryBuilder::<Postgres>::new(format!("SELECT count(*) FROM (SELECT 1 FROM {} WHERE true", src.cols.table));
     push_conditions(&mut q, src, f);
@@ -241,6 +243,7 @@ pub struct Health {
 /// What the Overview shows per source: the age of the oldest pending row above all.
 pub async fn health(src: &Source) -> Result<Health, sqlx::Error> {
     let c = &src.cols;
+    // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
     let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT min({}) FROM {} WHERE {}",
         c.created_at, c.table, c.pending_cond
@@ -276,6 +279,7 @@ pub async fn detail(src: &Source, id: &str) -> Result<Option<Detail>, sqlx::Erro
         ", NULL::text AS content_type, NULL::jsonb AS headers, NULL::timestamptz AS next_attempt_at, \
            NULL::text AS archived_reason, NULL::text AS lease_owner"
     };
+    // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
     let mut q = QueryBuilder::<Postgres>::new(select_summary(c, &format!(", {} AS payload{extra}", c.payload)));
     q.push(" WHERE ").push(&c.id).push(" = ").push_bind(id.to_string()).push("::text::").push(&c.id_type);
     let Some(row) = q.build().fetch_optional(&src.pool).await? else {

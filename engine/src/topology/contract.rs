@@ -159,29 +159,41 @@ pub fn merged(console: Vec<Contract>, config: Vec<Contract>) -> Vec<Contract> {
     all
 }
 
-type Row = (i64, String, String, String, Option<String>, String, DateTime<Utc>);
+/// A `queue_contracts` row.
+struct Row {
+    id: i64,
+    vhost: String,
+    pattern: String,
+    level: String,
+    note: Option<String>,
+    created_by: String,
+    updated_at: DateTime<Utc>,
+}
 
-const COLUMNS: &str = "id, vhost, pattern, level, note, created_by, updated_at";
-
-fn from_row((id, vhost, pattern, level, note, created_by, updated_at): Row) -> Contract {
+fn from_row(r: Row) -> Contract {
     Contract {
-        id: Some(id),
-        vhost,
-        pattern,
+        id: Some(r.id),
+        vhost: r.vhost,
+        pattern: r.pattern,
         // The table's CHECK constraint admits only the three levels.
-        level: Level::parse(&level).unwrap_or(Level::Standard),
-        note,
+        level: Level::parse(&r.level).unwrap_or(Level::Standard),
+        note: r.note,
         origin: Origin::Console,
-        created_by: Some(created_by),
-        updated_at: Some(updated_at),
+        created_by: Some(r.created_by),
+        updated_at: Some(r.updated_at),
     }
 }
 
 /// The console's contracts, for one vhost or all, by vhost then pattern.
 pub async fn list(db: impl PgExecutor<'_>, vhost: Option<&str>) -> Result<Vec<Contract>, sqlx::Error> {
-    let sql =
-        format!("SELECT {COLUMNS} FROM queue_contracts WHERE ($1::text IS NULL OR vhost = $1) ORDER BY vhost, pattern");
-    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(vhost).fetch_all(db).await?;
+    let rows = sqlx::query_as!(
+        Row,
+        "SELECT id, vhost, pattern, level, note, created_by, updated_at FROM queue_contracts
+         WHERE ($1::text IS NULL OR vhost = $1) ORDER BY vhost, pattern",
+        vhost,
+    )
+    .fetch_all(db)
+    .await?;
     Ok(rows.into_iter().map(from_row).collect())
 }
 
@@ -204,26 +216,27 @@ pub async fn set(
     let note = note.map(str::trim).filter(|n| !n.is_empty());
     // A savepoint when the caller already holds a transaction, a transaction otherwise.
     let mut tx = conn.begin().await?;
-    let previous: Option<String> =
-        sqlx::query_scalar("SELECT level FROM queue_contracts WHERE vhost = $1 AND pattern = $2 FOR UPDATE")
-            .bind(vhost)
-            .bind(pattern)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let sql = format!(
+    let previous: Option<String> = sqlx::query_scalar!(
+        "SELECT level FROM queue_contracts WHERE vhost = $1 AND pattern = $2 FOR UPDATE",
+        vhost,
+        pattern
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let row = sqlx::query_as!(
+        Row,
         "INSERT INTO queue_contracts (vhost, pattern, level, note, created_by) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT ON CONSTRAINT queue_contracts_vhost_pattern_key
          DO UPDATE SET level = EXCLUDED.level, note = EXCLUDED.note, updated_at = now()
-         RETURNING {COLUMNS}"
-    );
-    let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(vhost)
-        .bind(pattern)
-        .bind(level.as_str())
-        .bind(note)
-        .bind(&actor.username)
-        .fetch_one(&mut *tx)
-        .await?;
+         RETURNING id, vhost, pattern, level, note, created_by, updated_at",
+        vhost,
+        pattern,
+        level.as_str(),
+        note,
+        &actor.username,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let contract = from_row(row);
     audit::record(
         &mut *tx,
@@ -256,8 +269,13 @@ pub async fn delete(
 ) -> Result<Contract, ContractError> {
     allowed(actor)?;
     let mut tx = conn.begin().await?;
-    let sql = format!("DELETE FROM queue_contracts WHERE id = $1 RETURNING {COLUMNS}");
-    let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&mut *tx).await?;
+    let row = sqlx::query_as!(
+        Row,
+        "DELETE FROM queue_contracts WHERE id = $1 RETURNING id, vhost, pattern, level, note, created_by, updated_at",
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     let contract = from_row(row.ok_or(ContractError::NotFound(id))?);
     audit::record(
         &mut *tx,

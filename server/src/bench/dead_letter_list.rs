@@ -60,7 +60,7 @@ pub async fn run(
             .connect_with(opts)
             .await
             .with_context(|| format!("cannot connect to {name}"))?;
-        let rows: i64 = sqlx::query_scalar("SELECT max(id) FROM dead_letters").fetch_one(&pool).await?;
+        let rows: i64 = sqlx::query_scalar!(r#"SELECT max(id) AS "max!" FROM dead_letters"#).fetch_one(&pool).await?;
         println!("dead-letter-list bench: reusing {name} ({rows} rows)");
         return interruptible(probes(&pool, rows, runs)).await;
     }
@@ -82,14 +82,19 @@ pub async fn run(
 async fn load(pool: &PgPool, rows: i64, runs: usize) -> anyhow::Result<()> {
     let (loaded, indexed) = fill::fill(pool, rows).await?;
     let started = Instant::now();
-    for t in ["dead_letters", "replay_items", "replay_plans", "failure_groups"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!("VACUUM (ANALYZE) {t}")))
-            .execute(pool)
-            .await
-            .with_context(|| format!("VACUUM ANALYZE {t} failed"))?;
+    let vacuums = [
+        ("dead_letters", sqlx::query!("VACUUM (ANALYZE) dead_letters")),
+        ("replay_items", sqlx::query!("VACUUM (ANALYZE) replay_items")),
+        ("replay_plans", sqlx::query!("VACUUM (ANALYZE) replay_plans")),
+        ("failure_groups", sqlx::query!("VACUUM (ANALYZE) failure_groups")),
+    ];
+    for (t, vacuum) in vacuums {
+        vacuum.execute(pool).await.with_context(|| format!("VACUUM ANALYZE {t} failed"))?;
     }
     let size: String =
-        sqlx::query_scalar("SELECT pg_size_pretty(pg_total_relation_size('dead_letters'))").fetch_one(pool).await?;
+        sqlx::query_scalar!(r#"SELECT pg_size_pretty(pg_total_relation_size('dead_letters')) AS "size!""#)
+            .fetch_one(pool)
+            .await?;
     println!(
         "dead-letter-list bench: {rows} rows ({size} with indexes) inserted in {loaded:.1} s, indexes and keys \
          built in {indexed:.1} s, vacuumed and analysed in {:.1} s; page size {PAGE}, {runs} timed runs per query",
@@ -107,11 +112,11 @@ async fn probes(pool: &PgPool, rows: i64, runs: usize) -> anyhow::Result<()> {
     let (deep_all, pages_all) = follow(pool, &all, 200).await?;
     let (deep_q, pages_q) = follow(pool, &queue(fill::QUEUES[0]), 200).await?;
     let small_group = fill::GROUPS; // the CertificateExpired group, ~0.1 %
-    let message_id: String = sqlx::query_scalar("SELECT message_id FROM dead_letters WHERE id = $1")
-        .bind(rows / 2)
-        .fetch_one(pool)
-        .await
-        .context("no message in the middle of the store")?;
+    let message_id: String =
+        sqlx::query_scalar!(r#"SELECT message_id AS "message_id!" FROM dead_letters WHERE id = $1"#, rows / 2)
+            .fetch_one(pool)
+            .await
+            .context("no message in the middle of the store")?;
     let now = Utc::now();
     // The newest leaf of a four-long replay chain (i / 50 % 4 = 3).
     let leaf = (rows / 200) * 200 - 50;
@@ -268,10 +273,11 @@ async fn once(pool: &PgPool, probe: &Probe) -> anyhow::Result<(Duration, Option<
             (t.elapsed(), None, format!("{n} events"))
         }
         Probe::QueueCards => {
-            let awaiting: Vec<(String, i64)> =
-                sqlx::query_as("SELECT queue, count(*) FROM dead_letters WHERE status = 'awaiting' GROUP BY queue")
-                    .fetch_all(pool)
-                    .await?;
+            let awaiting = sqlx::query!(
+                r#"SELECT queue, count(*) AS "n!" FROM dead_letters WHERE status = 'awaiting' GROUP BY queue"#
+            )
+            .fetch_all(pool)
+            .await?;
             (t.elapsed(), None, format!("{} queues", awaiting.len()))
         }
     })

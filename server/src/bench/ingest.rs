@@ -109,13 +109,13 @@ async fn bench(
     let (took, counts) = ingest(settings, pool, q.ingest, n).await?;
     println!("  ingest:        {n} in {:.2} s = {:.0} messages/s", took.as_secs_f64(), per_sec(n.into(), took));
     let ingest_check = Check::of(pool, q.ingest, &expected).await?;
-    let groups: i64 = sqlx::query_scalar("SELECT count(*) FROM failure_groups").fetch_one(pool).await?;
+    let groups: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM failure_groups"#).fetch_one(pool).await?;
     println!(
         "    {ingest_check}; failure groups {groups}; batches {}, duplicates acked {}, store errors {}",
         counts.batches, counts.duplicates, counts.store_errors
     );
     // The baseline starts from an empty store too.
-    sqlx::query("TRUNCATE dead_letters, failure_groups CASCADE").execute(pool).await?;
+    sqlx::query!("TRUNCATE dead_letters, failure_groups CASCADE").execute(pool).await?;
 
     let one = one_at_a_time(conn, pool, q.one_at_a_time, n).await?;
     println!("  one at a time: {n} in {:.2} s = {:.0} messages/s", one.as_secs_f64(), per_sec(n.into(), one));
@@ -188,14 +188,15 @@ struct Check {
 
 impl Check {
     async fn of(pool: &PgPool, queue: &str, expected: &HashSet<String>) -> anyhow::Result<Check> {
-        let stored: Vec<(Option<String>, i64)> =
-            sqlx::query_as("SELECT message_id, count(*) FROM dead_letters WHERE queue = $1 GROUP BY message_id")
-                .bind(queue)
-                .fetch_all(pool)
-                .await?;
+        let stored = sqlx::query!(
+            r#"SELECT message_id, count(*) AS "n!" FROM dead_letters WHERE queue = $1 GROUP BY message_id"#,
+            queue,
+        )
+        .fetch_all(pool)
+        .await?;
         let mut seen = HashSet::new();
         let (mut rows, mut duplicates, mut unexpected) = (0, 0, 0);
-        for (id, times) in stored {
+        for (id, times) in stored.into_iter().map(|r| (r.message_id, r.n)) {
             rows += times;
             duplicates += times - 1;
             match id {

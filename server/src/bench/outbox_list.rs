@@ -56,9 +56,10 @@ async fn bench(src: &Source, rows: i64, runs: usize) -> anyhow::Result<()> {
     fill(pool, rows).await?;
     let filled = started.elapsed();
     let started = Instant::now();
-    sqlx::query("VACUUM (ANALYZE) outbox").execute(pool).await.context("VACUUM ANALYZE failed")?;
-    let size: String =
-        sqlx::query_scalar("SELECT pg_size_pretty(pg_total_relation_size('outbox'))").fetch_one(pool).await?;
+    sqlx::query!("VACUUM (ANALYZE) outbox").execute(pool).await.context("VACUUM ANALYZE failed")?;
+    let size: String = sqlx::query_scalar!(r#"SELECT pg_size_pretty(pg_total_relation_size('outbox')) AS "size!""#)
+        .fetch_one(pool)
+        .await?;
     println!(
         "outbox-list bench: {rows} rows ({size} with indexes) inserted in {:.1} s, vacuumed and analysed in {:.1} s; \
          page size {PAGE}, {runs} timed runs per query",
@@ -135,7 +136,7 @@ async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
     let mut from = 1;
     while from <= rows {
         let to = (from + CHUNK - 1).min(rows);
-        sqlx::query(
+        sqlx::query!(
             r#"INSERT INTO outbox (event_type, exchange, routing_key, payload, created_at, status, published_at,
                                    attempts, last_error, next_attempt_at)
                SELECT t, 'orders', t,
@@ -152,13 +153,13 @@ async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
                            WHEN r = 2 THEN 'no confirm within 10000 ms' END,
                       ts
                  FROM (SELECT i, (ARRAY['order.placed','order.paid','order.shipped','invoice.issued','customer.updated'])[1 + i % 5] AS t,
-                              now() - ($2 - i) * (interval '30 days' / $2) AS ts,
+                              now() - ($2::float8 - i) * (interval '30 days' / $2::float8) AS ts,
                               abs(hashint8(i)::bigint) % 100 AS r
                          FROM generate_series($1::bigint, $3::bigint) AS i) g"#,
+            from,
+            rows as f64,
+            to,
         )
-        .bind(from)
-        .bind(rows as f64)
-        .bind(to)
         .execute(pool)
         .await
         .with_context(|| format!("cannot insert rows {from}..={to}"))?;
@@ -187,12 +188,14 @@ async fn follow(src: &Source, f: &Filter, pages: usize) -> anyhow::Result<(Optio
 
 /// A cursor at the middle of the table, built the way [`query::list`] builds its own.
 async fn mid_cursor(pool: &PgPool, rows: i64) -> anyhow::Result<String> {
-    let (at, id): (DateTime<Utc>, i64) =
-        sqlx::query_as("SELECT created_at, id FROM outbox WHERE id >= $1 AND status = 'published' ORDER BY id LIMIT 1")
-            .bind(rows / 2)
-            .fetch_one(pool)
-            .await
-            .context("no published row in the middle of the table")?;
+    let row = sqlx::query!(
+        "SELECT created_at, id FROM outbox WHERE id >= $1 AND status = 'published' ORDER BY id LIMIT 1",
+        rows / 2,
+    )
+    .fetch_one(pool)
+    .await
+    .context("no published row in the middle of the table")?;
+    let (at, id): (DateTime<Utc>, i64) = (row.created_at, row.id);
     Ok(format!("{}~{id}", at.timestamp_micros()))
 }
 

@@ -219,17 +219,17 @@ fn report(o: Option<&Outcome>) {
 
 /// `n` pending events, as a service would write them, in one statement (fast set-up).
 async fn enqueue(pool: &PgPool, event_type: &str, queue: &str, n: u32) -> anyhow::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         r#"INSERT INTO outbox (event_type, exchange, routing_key, payload, headers)
            SELECT $1, '', $2,
                   convert_to(format('{"order_id":%s,"customer_id":"cust-%s","total_cents":%s,"currency":"EUR","lines":[{"sku":"SKU-%s","qty":%s}],"note":"%s"}',
                                     i, i % 977, (i * 37) % 100000, i % 311, 1 + i % 5, repeat('x', 120)), 'UTF8'),
                   '{"tenant":"acme","source":"orders"}'::jsonb
-             FROM generate_series(1, $3) AS i"#,
+             FROM generate_series(1, $3::bigint) AS i"#,
+        event_type,
+        queue,
+        i64::from(n),
     )
-    .bind(event_type)
-    .bind(queue)
-    .bind(i64::from(n))
     .execute(pool)
     .await
     .context("cannot enqueue the bench events")?;
@@ -300,15 +300,16 @@ fn bucket_percentile(counts: &[u64], total: u64, p: f64) -> String {
 
 /// Takes every message now on the queue and compares their ids with the run's events.
 async fn verify(pool: &PgPool, conn: &Connection, queue: &str, event_type: &str) -> anyhow::Result<Check> {
-    let expected: Vec<String> = sqlx::query_scalar("SELECT event_id::text FROM outbox WHERE event_type = $1")
-        .bind(event_type)
-        .fetch_all(pool)
-        .await?;
-    let unpublished_rows: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE event_type = $1 AND status <> 'published'")
-            .bind(event_type)
-            .fetch_one(pool)
+    let expected: Vec<String> =
+        sqlx::query_scalar!(r#"SELECT event_id::text AS "event_id!" FROM outbox WHERE event_type = $1"#, event_type)
+            .fetch_all(pool)
             .await?;
+    let unpublished_rows: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM outbox WHERE event_type = $1 AND status <> 'published'"#,
+        event_type,
+    )
+    .fetch_one(pool)
+    .await?;
     let (on_queue, seen) = super::drain_ids(conn, queue).await?;
     let expected: HashSet<String> = expected.into_iter().collect();
     Ok(Check {

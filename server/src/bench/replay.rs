@@ -114,16 +114,16 @@ async fn bench(
     let raw_took = started.elapsed();
     let raw_check = verify(conn, raw, &expected).await?;
 
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO dead_letters (queue, natural_key, message_id, body, body_size, exchange, routing_key, reason,
                                    original_queue, original_exchange, original_routing_keys, fingerprint, delivery_mode)
          SELECT 'bench.dlq', 'bench-' || g, 'dl-' || g, $1, $3, '', 'bench.dlq', 'rejected',
                 'bench.work', '', ARRAY['bench.work'], 'bench', 2
-         FROM generate_series(1, $2) g",
+         FROM generate_series(1, $2::bigint) g",
+        &body,
+        n as i64,
+        BODY as i32,
     )
-    .bind(&body)
-    .bind(n as i64)
-    .bind(BODY as i32)
     .execute(&db.pool)
     .await
     .context("cannot write the bench's dead letters")?;

@@ -24,15 +24,13 @@ pub const QUEUES: [&str; 6] = ["orders", "payments", "shipping", "notifications"
 /// replay of row i - LINK, giving chains of up to four dead letters.
 pub const LINK: i64 = 1_050;
 
-/// The tables whose secondary indexes and constraints are rebuilt after the load.
-const TABLES: &str = "ARRAY['dead_letters'::regclass, 'replay_items'::regclass]";
-
 /// Loads `rows` dead letters; returns how long the load and the index rebuild took.
 pub async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<(f64, f64)> {
     let started = Instant::now();
     let mut tx = pool.begin().await?;
     let (drops, creates) = schema_statements(&mut tx).await?;
     for s in &drops {
+        // Runtime-checked: statements read from the catalog.
         sqlx::query(sqlx::AssertSqlSafe(s.clone())).execute(&mut *tx).await.with_context(|| format!("`{s}`"))?;
     }
     tx.commit().await?;
@@ -46,7 +44,7 @@ pub async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<(f64, f64)> {
         }
         from = to + 1;
     }
-    sqlx::query(sqlx::AssertSqlSafe(format!("SELECT setval('dead_letters_id_seq', {rows})"))).execute(pool).await?;
+    sqlx::query!("SELECT setval('dead_letters_id_seq', $1)", rows).fetch_one(pool).await?;
     replays(pool, rows).await?;
     group_counts(pool).await?;
     let loaded = started.elapsed().as_secs_f64();
@@ -55,13 +53,14 @@ pub async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<(f64, f64)> {
     let mut conn = pool.acquire().await?;
     // One build at a time with room to sort in memory: faster than several small-memory
     // builds competing for two cores.
-    sqlx::query("SET maintenance_work_mem = '1GB'").execute(&mut *conn).await?;
+    sqlx::query!("SET maintenance_work_mem = '1GB'").execute(&mut *conn).await?;
     for s in &creates {
         let t = Instant::now();
+        // Runtime-checked: statements read from the catalog.
         sqlx::query(sqlx::AssertSqlSafe(s.clone())).execute(&mut *conn).await.with_context(|| format!("`{s}`"))?;
         println!("  {:.0} s  {s}", t.elapsed().as_secs_f64());
     }
-    sqlx::query("RESET maintenance_work_mem").execute(&mut *conn).await?;
+    sqlx::query!("RESET maintenance_work_mem").execute(&mut *conn).await?;
     drop(conn);
     let mut tx = pool.begin().await?;
     let (back, _) = schema_statements(&mut tx).await?;
@@ -71,26 +70,35 @@ pub async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<(f64, f64)> {
 }
 
 /// `(drops, creates)` for the secondary indexes, unique and foreign-key constraints of
-/// [`TABLES`], in the order that works: constraints are dropped first and added last.
+/// `dead_letters` and `replay_items`, in the order that works: constraints are dropped first
+/// and added last.
 async fn schema_statements(tx: &mut Transaction<'_, Postgres>) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-    let cons: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT format('ALTER TABLE %s DROP CONSTRAINT %I', conrelid::regclass, conname),
+    let cons: Vec<(String, String)> = sqlx::query!(
+        r#"SELECT format('ALTER TABLE %s DROP CONSTRAINT %I', conrelid::regclass, conname) AS "drop!",
                 format('ALTER TABLE %s ADD CONSTRAINT %I %s', conrelid::regclass, conname, pg_get_constraintdef(oid))
-         FROM pg_constraint WHERE conrelid = ANY({TABLES}) AND contype IN ('u', 'f') ORDER BY contype DESC, conname"
-    )))
+                    AS "create!"
+         FROM pg_constraint WHERE conrelid = ANY(ARRAY['dead_letters'::regclass, 'replay_items'::regclass])
+          AND contype IN ('u', 'f') ORDER BY contype DESC, conname"#
+    )
     .fetch_all(&mut **tx)
     .await
-    .context("cannot read the constraints")?;
-    let idx: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT format('DROP INDEX %s', i.indexrelid::regclass), pg_get_indexdef(i.indexrelid)
+    .context("cannot read the constraints")?
+    .into_iter()
+    .map(|r| (r.drop, r.create))
+    .collect();
+    let idx: Vec<(String, String)> = sqlx::query!(
+        r#"SELECT format('DROP INDEX %s', i.indexrelid::regclass) AS "drop!", pg_get_indexdef(i.indexrelid) AS "create!"
          FROM pg_index i
-         WHERE i.indrelid = ANY({TABLES}) AND NOT i.indisprimary
+         WHERE i.indrelid = ANY(ARRAY['dead_letters'::regclass, 'replay_items'::regclass]) AND NOT i.indisprimary
            AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
-         ORDER BY i.indexrelid"
-    )))
+         ORDER BY i.indexrelid"#
+    )
     .fetch_all(&mut **tx)
     .await
-    .context("cannot read the indexes")?;
+    .context("cannot read the indexes")?
+    .into_iter()
+    .map(|r| (r.drop, r.create))
+    .collect();
     let drops = cons.iter().chain(&idx).map(|(d, _)| d.clone()).collect();
     // Unique constraints build their own index, so they go with the indexes, before the keys.
     let creates = idx.iter().map(|(_, c)| c.clone()).chain(cons.iter().rev().map(|(_, c)| c.clone())).collect();
@@ -99,15 +107,14 @@ async fn schema_statements(tx: &mut Transaction<'_, Postgres>) -> anyhow::Result
 
 /// The failure groups: queue, reason and error per group, fixed by the group number.
 async fn groups(pool: &PgPool) -> anyhow::Result<()> {
-    let queues = QUEUES.map(|q| format!("'{q}'")).join(",");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query!(
         r#"INSERT INTO failure_groups (id, fingerprint, original_queue, reason, error_type, error_sample)
-           SELECT g + 1, 'bench-' || g, (ARRAY[{queues}])[1 + g % 6], r,
+           SELECT g + 1, 'bench-' || g, ($1::text[])[1 + g % 6], r,
                   CASE WHEN r <> 'rejected' THEN NULL
-                       WHEN g = {last} THEN 'CertificateExpired'
+                       WHEN g = $2 THEN 'CertificateExpired'
                        ELSE (ARRAY['TimeoutError','ValidationError','NotFound','ConnectionRefused','SerializationError'])[1 + g % 5] END,
                   CASE WHEN r <> 'rejected' THEN NULL
-                       WHEN g = {last} THEN 'TLS certificate of partner-gateway expired'
+                       WHEN g = $2 THEN 'TLS certificate of partner-gateway expired'
                        ELSE (ARRAY['upstream timeout after 30000 ms calling billing-api',
                                    'field `amount` must be positive',
                                    'customer not found in crm',
@@ -115,19 +122,20 @@ async fn groups(pool: &PgPool) -> anyhow::Result<()> {
                                    'cannot decode payload: expected value at line 1'])[1 + g % 5] END
            FROM (SELECT g, CASE WHEN g % 20 = 7 THEN 'expired' WHEN g % 20 = 13 THEN 'maxlen'
                                 WHEN g % 20 = 17 THEN 'delivery_limit' ELSE 'rejected' END AS r
-                   FROM generate_series(0, {last}) g) s"#,
-        last = GROUPS - 1
-    )))
+                   FROM generate_series(0, $2) g) s"#,
+        &QUEUES.map(String::from)[..],
+        (GROUPS - 1) as i32,
+    )
     .execute(pool)
     .await
     .context("cannot insert the failure groups")?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("SELECT setval('failure_groups_id_seq', {GROUPS})"))).execute(pool).await?;
+    sqlx::query!("SELECT setval('failure_groups_id_seq', $1)", GROUPS).fetch_one(pool).await?;
     Ok(())
 }
 
 /// Rows `from..=to` of `rows`; ids follow `ingested_at` over six weeks, as ingest makes them.
 async fn letters(pool: &PgPool, from: i64, to: i64, rows: i64) -> anyhow::Result<()> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query!(
         r#"INSERT INTO dead_letters (id, queue, natural_key, message_id, correlation_id, content_type, amqp_timestamp,
                app_id, msg_type, delivery_mode, headers, body, body_size, exchange, routing_key, reason, original_queue,
                original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
@@ -135,7 +143,7 @@ async fn letters(pool: &PgPool, from: i64, to: i64, rows: i64) -> anyhow::Result
            SELECT i, g.original_queue || '.dlq', encode(sha256(int8send(i)), 'hex'), md5(i::text)::uuid::text,
                   'corr-' || (i / 3), 'application/json', ts - interval '2 s', g.original_queue || '-service',
                   g.original_queue || '.event', 2,
-                  format('{{"x-death":{{"t":"array","v":[{{"t":"table","v":{{"count":{{"t":"i64","v":%s}},"reason":{{"t":"longstr","v":"%s"}},"queue":{{"t":"longstr","v":"%s"}},"exchange":{{"t":"longstr","v":"events"}},"routing-keys":{{"t":"array","v":[{{"t":"longstr","v":"%s"}}]}},"time":{{"t":"timestamp","v":%s}}}}}}]}},"x-first-death-reason":{{"t":"longstr","v":"%s"}},"x-first-death-queue":{{"t":"longstr","v":"%s"}}}}',
+                  format('{"x-death":{"t":"array","v":[{"t":"table","v":{"count":{"t":"i64","v":%s},"reason":{"t":"longstr","v":"%s"},"queue":{"t":"longstr","v":"%s"},"exchange":{"t":"longstr","v":"events"},"routing-keys":{"t":"array","v":[{"t":"longstr","v":"%s"}]},"time":{"t":"timestamp","v":%s}}}]},"x-first-death-reason":{"t":"longstr","v":"%s"},"x-first-death-queue":{"t":"longstr","v":"%s"}}',
                          dc, g.reason, g.original_queue, g.original_queue, extract(epoch FROM ts)::bigint, g.reason, g.original_queue)::jsonb,
                   body, length(body), 'dlx', g.original_queue, g.reason, g.original_queue, 'events', ARRAY[g.original_queue],
                   dc, ts - interval '1 s', g.error_type,
@@ -144,22 +152,27 @@ async fn letters(pool: &PgPool, from: i64, to: i64, rows: i64) -> anyhow::Result
                   CASE WHEN parent THEN 'replayed' WHEN s < 150 THEN 'archived' WHEN s < 230 THEN 'replayed'
                        WHEN s < 233 THEN 'replaying' ELSE 'awaiting' END,
                   CASE WHEN NOT parent AND s < 150 THEN 'known bad data, fixed upstream' END,
-                  CASE WHEN child THEN i - {LINK} END,
+                  CASE WHEN child THEN i - $4::bigint END,
                   ts
              FROM (SELECT i, ts, dc, s, g, body,
-                          i % 50 = 0 AND (i / 50) % 4 <> 3 AND i + {LINK} <= {rows} AS parent,
-                          i % 50 = 0 AND (i / 50) % 4 <> 0 AND i > {LINK} AS child
-                     FROM (SELECT i, now() - ({rows} - i) * (interval '42 days' / {rows}) AS ts,
+                          i % 50 = 0 AND (i / 50) % 4 <> 3 AND i + $4::bigint <= $3::bigint AS parent,
+                          i % 50 = 0 AND (i / 50) % 4 <> 0 AND i > $4::bigint AS child
+                     FROM (SELECT i, now() - ($3::bigint - i) * (interval '42 days' / $3::bigint) AS ts,
                                   1 + abs(hashint8extended(i, 1)) % 3 AS dc,
                                   abs(hashint8extended(i, 2)) % 1000 AS s,
-                                  1 + floor({GROUPS} * power((abs(hashint8extended(i, 3)) % 1000000) / 1000000.0, 3))::bigint AS g,
-                                  convert_to(format('{{"order_id":%s,"customer_id":"cust-%s","currency":"%s","items":[{{"sku":"SKU-%s","qty":%s,"price_cents":%s}},{{"sku":"SKU-%s","qty":1,"price_cents":%s}}],"shipping":{{"method":"%s","address":"%s Example Street, Springfield"}},"note":"%s"}}',
+                                  1 + floor($5::bigint * power((abs(hashint8extended(i, 3)) % 1000000) / 1000000.0, 3))::bigint AS g,
+                                  convert_to(format('{"order_id":%s,"customer_id":"cust-%s","currency":"%s","items":[{"sku":"SKU-%s","qty":%s,"price_cents":%s},{"sku":"SKU-%s","qty":1,"price_cents":%s}],"shipping":{"method":"%s","address":"%s Example Street, Springfield"},"note":"%s"}',
                                                     i, i % 100003, (ARRAY['EUR','USD','CHF'])[1 + i % 3], i % 5000, 1 + i % 4, (i * 37) % 100000,
                                                     (i * 7) % 5000, (i * 13) % 100000, (ARRAY['standard','express','pickup'])[1 + i % 3], i % 999,
                                                     repeat('x', (i % 120)::int)), 'UTF8') AS body
-                             FROM generate_series({from}::bigint, {to}::bigint) AS i) r) h
-             JOIN failure_groups g ON g.id = h.g"#
-    )))
+                             FROM generate_series($1::bigint, $2::bigint) AS i) r) h
+             JOIN failure_groups g ON g.id = h.g"#,
+        from,
+        to,
+        rows,
+        LINK,
+        GROUPS,
+    )
     .execute(pool)
     .await?;
     Ok(())
@@ -167,24 +180,27 @@ async fn letters(pool: &PgPool, from: i64, to: i64, rows: i64) -> anyhow::Result
 
 /// Replay plans and an item for every replayed or replaying row (sent or pending).
 async fn replays(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query!(
         r#"INSERT INTO replay_plans (id, created_by, created_at, source, target_mode, status, total, finished_at)
-           SELECT p, 'oncall-' || (p % 7), now() - (interval '42 days' * p / {PLANS}), '{{"ids":[]}}'::jsonb,
+           SELECT p, 'oncall-' || (p % 7), now() - (interval '42 days' * p / $1::bigint), '{"ids":[]}'::jsonb,
                   'original', 'done', 0, now()
-           FROM generate_series(1, {PLANS}) p"#
-    )))
+           FROM generate_series(1, $1::bigint) p"#,
+        PLANS,
+    )
     .execute(pool)
     .await
     .context("cannot insert the replay plans")?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("SELECT setval('replay_plans_id_seq', {PLANS})"))).execute(pool).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query!("SELECT setval('replay_plans_id_seq', $1)", PLANS).fetch_one(pool).await?;
+    sqlx::query!(
         r#"INSERT INTO replay_items (plan_id, dead_letter_id, seq, exchange, routing_key, status, sent_at, settled_at)
-           SELECT 1 + id % {PLANS}, id, id, 'events', routing_key,
+           SELECT 1 + id % $1, id, id, 'events', routing_key,
                   CASE WHEN status = 'replayed' THEN 'sent' ELSE 'pending' END,
                   CASE WHEN status = 'replayed' THEN ingested_at + interval '1 minute' END,
                   CASE WHEN status = 'replayed' THEN ingested_at + interval '1 minute' END
-           FROM dead_letters WHERE status IN ('replayed', 'replaying') AND id <= {rows}"#
-    )))
+           FROM dead_letters WHERE status IN ('replayed', 'replaying') AND id <= $2"#,
+        PLANS,
+        rows,
+    )
     .execute(pool)
     .await
     .context("cannot insert the replay items")?;
@@ -193,7 +209,7 @@ async fn replays(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
 
 /// Each group's count, first and last seen, as ingest would have left them.
 async fn group_counts(pool: &PgPool) -> anyhow::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE failure_groups g SET count = s.n, first_seen = s.f, last_seen = s.l
          FROM (SELECT group_id, count(*) AS n, min(ingested_at) AS f, max(ingested_at) AS l
                FROM dead_letters GROUP BY group_id) s

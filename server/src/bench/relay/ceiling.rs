@@ -18,16 +18,16 @@ use sqlx::PgPool;
 
 use engine::outbox::{message, store::ClaimedRow};
 
-const SELECT_ROW: &str = "SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers,
-        created_at, attempts, next_attempt_at, now() AS lease_expires_at FROM outbox";
-
 /// Publishes every pending row of `event_type` with up to `window` confirms outstanding and
 /// nothing else: the rows are read before the clock starts and marked after it stops.
 pub async fn raw(pool: &PgPool, conn: &Connection, event_type: &str, window: usize) -> anyhow::Result<Duration> {
-    let rows: Vec<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{SELECT_ROW} WHERE event_type = $1 AND status = 'pending' ORDER BY id"
-    )))
-    .bind(event_type)
+    let rows = sqlx::query_as!(
+        ClaimedRow,
+        r#"SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers,
+                  created_at, attempts, next_attempt_at, now() AS "lease_expires_at!" FROM outbox
+           WHERE event_type = $1 AND status = 'pending' ORDER BY id"#,
+        event_type,
+    )
     .fetch_all(pool)
     .await?;
     let mut prepared = Vec::with_capacity(rows.len());
@@ -52,8 +52,7 @@ pub async fn raw(pool: &PgPool, conn: &Connection, event_type: &str, window: usi
     }
     let took = start.elapsed();
     let _ = ch.close(200, "raw done".into()).await;
-    sqlx::query("UPDATE outbox SET status = 'published', published_at = now() WHERE event_type = $1")
-        .bind(event_type)
+    sqlx::query!("UPDATE outbox SET status = 'published', published_at = now() WHERE event_type = $1", event_type)
         .execute(pool)
         .await?;
     Ok(took)
@@ -74,9 +73,12 @@ pub async fn one_at_a_time(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::
     let start = Instant::now();
     for _ in 0..n {
         let mut tx = pool.begin().await?;
-        let row: Option<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "{SELECT_ROW} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
-        )))
+        let row = sqlx::query_as!(
+            ClaimedRow,
+            r#"SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers,
+                      created_at, attempts, next_attempt_at, now() AS "lease_expires_at!" FROM outbox
+               WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"#
+        )
         .fetch_optional(&mut *tx)
         .await?;
         let row = row.context("the baseline ran out of pending rows")?;
@@ -86,10 +88,10 @@ pub async fn one_at_a_time(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::
         let confirm = ch.basic_publish(p.exchange, p.routing_key, opts, &row.payload, p.properties).await?.await?;
         latencies.push(sent.elapsed());
         anyhow::ensure!(matches!(confirm, Confirmation::Ack(None)), "baseline publish not confirmed: {confirm:?}");
-        sqlx::query(
+        sqlx::query!(
             "UPDATE outbox SET status = 'published', published_at = now(), attempts = attempts + 1 WHERE id = $1",
+            row.id,
         )
-        .bind(row.id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -69,26 +69,27 @@ pub async fn run(
     .await?;
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(30), handle).await;
-    let (p50, p99, max): (f64, f64, f64) = sqlx::query_as(
-        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms)
+    let ms = sqlx::query!(
+        r#"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS "p50!",
+                  percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS "p99!", max(ms) AS "max!"
            FROM (SELECT (extract(epoch FROM published_at - created_at) * 1000)::float8 AS ms
-                   FROM outbox WHERE event_type = $1) t",
+                   FROM outbox WHERE event_type = $1) t"#,
+        label,
     )
-    .bind(label)
     .fetch_one(pool)
     .await?;
-    Ok(Latency { stats, rate, events: sent, p50_ms: p50, p99_ms: p99, max_ms: max })
+    Ok(Latency { stats, rate, events: sent, p50_ms: ms.p50, p99_ms: ms.p99, max_ms: ms.max })
 }
 
 async fn insert(pool: &PgPool, label: &str, queue: &str, n: i64) -> anyhow::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         r#"INSERT INTO outbox (event_type, exchange, routing_key, payload)
            SELECT $1, '', $2, convert_to(format('{"order_id":%s,"note":"%s"}', i, repeat('x', 200)), 'UTF8')
-             FROM generate_series(1, $3) AS i"#,
+             FROM generate_series(1, $3::bigint) AS i"#,
+        label,
+        queue,
+        n,
     )
-    .bind(label)
-    .bind(queue)
-    .bind(n)
     .execute(pool)
     .await?;
     Ok(())
