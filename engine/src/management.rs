@@ -4,14 +4,25 @@
 /// Splits `http://user:pass@host:15672` into the base URL and the credentials
 /// (guest/guest when the URL carries none).
 pub fn split_credentials(url: &str) -> (String, String, String) {
-    let trimmed = url.trim_end_matches('/');
-    if let Some((scheme, rest)) = trimmed.split_once("://")
-        && let Some((creds, host)) = rest.rsplit_once('@')
-    {
-        let (u, p) = creds.split_once(':').unwrap_or((creds, ""));
-        return (format!("{scheme}://{host}"), u.to_string(), p.to_string());
-    }
-    (trimmed.to_string(), "guest".into(), "guest".into())
+    let Ok(mut u) = url::Url::parse(url) else {
+        return (url.trim_end_matches('/').to_string(), "guest".into(), "guest".into());
+    };
+    let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+    let (user, pass) = match u.username() {
+        "" => ("guest".to_string(), "guest".to_string()),
+        name => (decode(name), u.password().map(decode).unwrap_or_default()),
+    };
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    (u.as_str().trim_end_matches('/').to_string(), user, pass)
+}
+
+/// Percent-encodes one path segment or query value: everything but RFC 3986's unreserved
+/// characters (so a `/` vhost is `%2F` and a queue called `a&b` stays one value).
+pub fn encode(s: &str) -> String {
+    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+    const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    utf8_percent_encode(s, COMPONENT).to_string()
 }
 
 #[cfg(test)]
@@ -25,5 +36,10 @@ mod tests {
             ("http://mq.local:15672".into(), "ops".into(), "s3cret".into())
         );
         assert_eq!(split_credentials("http://mq:15672"), ("http://mq:15672".into(), "guest".into(), "guest".into()));
+        // Reserved characters in a password arrive percent-encoded; the API wants them plain.
+        assert_eq!(
+            split_credentials("https://ops:p%40ss%3Aw@mq.example/rabbit/"),
+            ("https://mq.example/rabbit".into(), "ops".into(), "p@ss:w".into())
+        );
     }
 }

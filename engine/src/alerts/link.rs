@@ -5,15 +5,7 @@
 //! itself and not to a filter the operator did not ask for.
 
 use super::rule::RuleKind;
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+use crate::management::encode;
 
 /// The path for a rule; `group_id` is the newest new failure group, when one is known.
 pub fn path(kind: RuleKind, target: Option<&str>, group_id: Option<i64>) -> String {

@@ -14,6 +14,8 @@ use serde::Serialize;
 use sqlx::{PgExecutor, PgPool};
 use tokio_util::sync::CancellationToken;
 
+use crate::management::encode;
+
 pub const RETENTION: Duration = Duration::from_secs(7 * 86_400);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -24,16 +26,6 @@ pub struct QueueSample {
     /// None when the management API is off or did not answer.
     pub unacked: Option<i64>,
     pub consumers: i64,
-}
-
-/// Percent-encodes a path segment for the management API (`/` vhost → `%2F`).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 async fn unacked(http: &reqwest::Client, management_url: &str, vhost: &str, queue: &str) -> Option<i64> {

@@ -12,6 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 use super::TopologyError;
+/// Percent-encodes a path segment (`/` vhost → `%2F`).
+pub use crate::management::encode;
 
 /// How long one management API request may take before the broker counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -134,16 +136,6 @@ fn rates<'de, D: Deserializer<'de>>(d: D) -> Result<Rates, D::Error> {
     let v = Value::deserialize(d)?;
     let rate = |k: &str| v.get(format!("{k}_details")).and_then(|d| d.get("rate")).and_then(Value::as_f64);
     Ok(Rates { publish: rate("publish"), deliver: rate("deliver_get"), ack: rate("ack"), redeliver: rate("redeliver") })
-}
-
-/// Percent-encodes a path segment (`/` vhost → `%2F`).
-pub fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The management API's base URL and credentials, split once per snapshot.
