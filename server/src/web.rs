@@ -35,8 +35,6 @@ pub fn router(state: ServerState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::csrf))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::hosts))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::headers))
-        // wasm, CSS and pages go compressed when the browser accepts it.
-        .layer(tower_http::compression::CompressionLayer::new())
         // A panic in a handler answers 500 (and is logged) instead of dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
