@@ -23,3 +23,28 @@ pub async fn recent(db: impl PgExecutor<'_>) -> Result<Vec<Heartbeat>, sqlx::Err
     .fetch_all(db)
     .await
 }
+
+/// Which relay instance publishes a source now, and how fast, from the relays' heartbeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceRelay {
+    pub source: String,
+    pub instance: String,
+    pub host: String,
+    pub rate_per_sec: f64,
+}
+
+/// The active relay of each source, from heartbeats of the last 30 s (a relay beats every
+/// 5 s); a source missing here has no live relay.
+pub async fn source_relays(db: impl PgExecutor<'_>) -> Result<Vec<SourceRelay>, sqlx::Error> {
+    sqlx::query_as!(
+        SourceRelay,
+        r#"SELECT s->>'name' AS "source!", h.instance::text AS "instance!", h.host,
+                  coalesce((s->>'rate_per_sec')::float8, 0) AS "rate_per_sec!"
+             FROM heartbeats h, jsonb_array_elements(coalesce(h.detail->'sources', '[]'::jsonb)) s
+            WHERE h.role = 'relay' AND h.last_seen > now() - interval '30 seconds'
+              AND coalesce((s->>'active')::boolean, false)
+            ORDER BY h.last_seen DESC"#
+    )
+    .fetch_all(db)
+    .await
+}

@@ -13,9 +13,12 @@
 
 pub mod backoff;
 mod heartbeat;
+pub mod install;
+mod mapped;
 pub mod marks;
 pub mod message;
 pub mod relay;
 mod session;
 pub mod stats;
 pub mod store;
+mod table;

@@ -81,19 +81,41 @@ pub struct AuthSettings {
     pub session_ttl: Duration,
 }
 
-/// A declared outbox table that is not Revenant's own schema.
+/// A declared outbox source other than Revenant's own table: an existing table of a service
+/// (read through the column mapping), or Revenant's schema installed in a service's database
+/// (`native = true`, see `revenant outbox install`). Checked by [`sources::validate`] here and
+/// against the live database when the sources open.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MappedOutbox {
     pub name: String,
     pub database_url: Option<String>,
+    /// `revenant.outbox` in `database_url` (installed by `revenant outbox install`): no mapping.
+    #[serde(default)]
+    pub native: bool,
+    /// Revenant publishes this source's rows (it is the table's relay).
+    #[serde(default)]
+    pub relay: bool,
+    #[serde(default)]
     pub table: String,
+    #[serde(default)]
     pub id_column: String,
+    #[serde(default)]
     pub event_id_column: String,
+    #[serde(default)]
     pub type_column: String,
+    #[serde(default)]
     pub routing_key_column: String,
+    /// The exchange every row of this source is published to (default: the default exchange).
+    pub exchange: Option<String>,
     pub exchange_column: Option<String>,
+    /// A json/jsonb column whose object becomes the message's headers.
+    pub headers_column: Option<String>,
+    /// The messages' content type (default: from the payload column's type).
+    pub content_type: Option<String>,
+    #[serde(default)]
     pub payload_column: String,
+    #[serde(default)]
     pub created_at_column: String,
     pub published_flag_column: Option<String>,
     pub published_at_column: Option<String>,
@@ -101,6 +123,41 @@ pub struct MappedOutbox {
     pub last_error_column: Option<String>,
     #[serde(default = "default_stuck_secs")]
     pub stuck_after_secs: i64,
+    /// How often the relay looks for new rows of a mapped table (it has no NOTIFY trigger).
+    #[serde(default = "default_poll_ms")]
+    pub poll_ms: i64,
+}
+
+impl Default for MappedOutbox {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            database_url: None,
+            native: false,
+            relay: false,
+            table: String::new(),
+            id_column: String::new(),
+            event_id_column: String::new(),
+            type_column: String::new(),
+            routing_key_column: String::new(),
+            exchange: None,
+            exchange_column: None,
+            headers_column: None,
+            content_type: None,
+            payload_column: String::new(),
+            created_at_column: String::new(),
+            published_flag_column: None,
+            published_at_column: None,
+            attempts_column: None,
+            last_error_column: None,
+            stuck_after_secs: default_stuck_secs(),
+            poll_ms: default_poll_ms(),
+        }
+    }
+}
+
+fn default_poll_ms() -> i64 {
+    250
 }
 
 fn default_stuck_secs() -> i64 {
@@ -397,23 +454,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         300,
         1..=30 * 86_400,
     )? as u64);
-    let mut names = std::collections::HashSet::new();
-    for m in &raw.outbox.sources {
-        if m.name == "revenant" || !names.insert(m.name.clone()) {
-            return Err(SettingsError::Invalid {
-                key: "outbox.sources.name",
-                env: "-",
-                reason: format!("source name `{}` is reserved or used twice", m.name),
-            });
-        }
-        if m.published_flag_column.is_none() && m.published_at_column.is_none() {
-            return Err(SettingsError::Invalid {
-                key: "outbox.sources",
-                env: "-",
-                reason: format!("source `{}` needs published_flag_column or published_at_column", m.name),
-            });
-        }
-    }
+    sources::validate(&raw.outbox.sources)?;
     let public_url = match pick(env, "REVENANT_PUBLIC_URL", raw.public_url) {
         Some(v) => Some(
             url("public_url", "REVENANT_PUBLIC_URL", Some(v), &["http", "https"])?.trim_end_matches('/').to_string(),
@@ -501,6 +542,7 @@ pub fn vhost_of(amqp_url: &str) -> String {
 }
 
 mod parse;
+mod sources;
 #[cfg(test)]
 mod tests;
 

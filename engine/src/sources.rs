@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::settings::Settings;
+use crate::settings::{MappedOutbox, Settings};
 
 pub const NATIVE: &str = "revenant";
 
@@ -27,6 +27,10 @@ pub struct Source {
     pub stuck_after: Duration,
     /// Attempts at or above which a pending row counts as stuck.
     pub stuck_attempts: i32,
+    /// Whether `revenant relay` publishes this source (always for Revenant's own outbox).
+    pub relay: bool,
+    /// How often the relay looks for new rows when no NOTIFY can wake it (mapped tables).
+    pub poll: Duration,
 }
 
 impl Source {
@@ -35,7 +39,7 @@ impl Source {
     }
 }
 
-/// Opens every declared source: Revenant's own first, then each mapping, validated.
+/// Opens every declared source: Revenant's own first, then each declared one, validated.
 pub async fn open_all(settings: &Settings, own: &PgPool) -> anyhow::Result<Vec<Source>> {
     let mut out = vec![Source {
         name: NATIVE.to_string(),
@@ -43,24 +47,51 @@ pub async fn open_all(settings: &Settings, own: &PgPool) -> anyhow::Result<Vec<S
         cols: mapping::Cols::native(),
         stuck_after: settings.outbox_stuck_after,
         stuck_attempts: 3,
+        relay: true,
+        poll: settings.relay.poll,
     }];
     for m in &settings.mapped_outboxes {
-        let pool = match &m.database_url {
-            Some(url) => crate::db::connect(url, 5)
-                .await
-                .with_context(|| format!("outbox source `{}`: cannot connect to its database_url", m.name))?,
-            None => own.clone(),
-        };
-        let cols = mapping::Cols::mapped(&pool, m).await.with_context(|| format!("outbox source `{}`", m.name))?;
-        out.push(Source {
-            name: m.name.clone(),
-            pool,
-            cols,
-            stuck_after: Duration::from_secs(m.stuck_after_secs.max(1) as u64),
-            stuck_attempts: 3,
-        });
+        out.push(open(m, own).await?);
     }
     Ok(out)
+}
+
+/// Opens one declared source (see [`open_all`]).
+pub async fn open(m: &MappedOutbox, own: &PgPool) -> anyhow::Result<Source> {
+    opened(m, own).await.with_context(|| format!("outbox source `{}`", m.name))
+}
+
+async fn opened(m: &MappedOutbox, own: &PgPool) -> anyhow::Result<Source> {
+    let pool = match &m.database_url {
+        Some(url) => crate::db::connect(url, 5).await.context("cannot connect to its database_url")?,
+        None => own.clone(),
+    };
+    let cols = if m.native {
+        let installed: Option<String> =
+            sqlx::query_scalar!("SELECT to_regclass('revenant.outbox')::text").fetch_one(&pool).await?;
+        if installed.is_none() {
+            anyhow::bail!(
+                "`native = true` but its database has no revenant.outbox; run `revenant outbox install --database-url …` first"
+            );
+        }
+        mapping::Cols::native()
+    } else {
+        if m.relay {
+            mapping::ensure_relay_state(&pool)
+                .await
+                .context("`relay = true` keeps retry state in revenant.relay_state in the table's database, and it cannot be created there")?;
+        }
+        mapping::Cols::mapped(&pool, m).await?
+    };
+    Ok(Source {
+        name: m.name.clone(),
+        pool,
+        cols,
+        stuck_after: Duration::from_secs(m.stuck_after_secs.max(1) as u64),
+        stuck_attempts: 3,
+        relay: m.relay,
+        poll: Duration::from_millis(m.poll_ms as u64),
+    })
 }
 
 pub fn find<'a>(sources: &'a [Source], name: &str) -> Option<&'a Source> {

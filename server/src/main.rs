@@ -50,6 +50,9 @@ enum Command {
         #[arg(long, default_value_t = engine::demo::DEFAULT_RATE_PER_SEC)]
         rate: f64,
     },
+    /// Revenant's outbox schema in a service's database.
+    #[command(subcommand)]
+    Outbox(OutboxCommand),
     /// Manage local users.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
@@ -58,8 +61,23 @@ enum Command {
     Bench(server::bench::BenchCommand),
 }
 
+#[derive(Subcommand)]
+enum OutboxCommand {
+    /// Create revenant.outbox and its NOTIFY trigger in a service's database, for a source
+    /// with `native = true` (docs/OUTBOX.md). Idempotent.
+    Install {
+        /// The service's database (its outbox lives beside its business tables).
+        #[arg(long, env = "REVENANT_INSTALL_DATABASE_URL")]
+        database_url: String,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Needs only the service's database, not Revenant's settings.
+    if let Command::Outbox(OutboxCommand::Install { database_url }) = &cli.command {
+        return outbox_install(database_url);
+    }
     let settings = match engine::settings::from_env() {
         Ok(s) => s,
         Err(e) => {
@@ -98,6 +116,7 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         Command::Alerts => run_roles(settings, roles::Which { alerts: true, ..Default::default() }).await,
         Command::Replay => run_roles(settings, roles::Which { replay: true, ..Default::default() }).await,
         Command::Demo { reset, rate } => demo(settings, reset, rate).await,
+        Command::Outbox(OutboxCommand::Install { .. }) => anyhow::bail!("outbox install runs before the settings load"),
         Command::Bench(cmd) => server::bench::run(cmd, &settings).await,
         Command::User(cmd) => {
             let pool = engine::db::connect(&settings.database_url, 2).await?;
@@ -110,6 +129,28 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
             settings.roles.alerts &= !no_alerts;
             settings.roles.replay &= !no_replay;
             serve(settings).await
+        }
+    }
+}
+
+fn outbox_install(url: &str) -> ExitCode {
+    let run = async {
+        let pool = engine::db::connect(url, 2).await?;
+        engine::outbox::install::install(&pool).await
+    };
+    let res = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(anyhow::Error::from);
+    match res.and_then(|rt| rt.block_on(run)) {
+        Ok(engine::outbox::install::Installed::Created) => {
+            println!("revenant.outbox created; declare the database as a source with native = true and relay = true");
+            ExitCode::SUCCESS
+        }
+        Ok(engine::outbox::install::Installed::AlreadyThere) => {
+            println!("revenant.outbox is already installed there; nothing changed");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("revenant: {e:#}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -167,7 +208,8 @@ async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()
     engine::db::migrate(&pool).await?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut set = tokio::task::JoinSet::new();
-    let sources = if which.alerts { engine::sources::open_all(&settings, &pool).await? } else { Vec::new() };
+    let sources =
+        if which.alerts || which.relay { engine::sources::open_all(&settings, &pool).await? } else { Vec::new() };
     roles::spawn(&mut set, &settings, &pool, &sources, &roles::Stats::default(), which, &shutdown);
     let stop = shutdown.clone();
     tokio::spawn(async move {

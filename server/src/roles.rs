@@ -75,11 +75,12 @@ pub fn spawn(
         set.spawn(async move { ("replay", fut.await) });
     }
     if which.relay {
-        let fut = engine::outbox::relay::run(
+        let fut = engine::outbox::relay::run_all(
             pool.clone(),
             settings.amqp_url.clone(),
             settings.relay.clone(),
             stats.relay.clone(),
+            engine::outbox::relay::relayed(sources),
             shutdown.clone(),
         );
         set.spawn(async move { ("relay", fut.await) });

@@ -116,6 +116,7 @@ fn SourceCards(list: Vec<api::SourceHealthView>, selected: Option<String>) -> im
                         <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
                             {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none".into())}
                         </div>
+                        <div class="text-xs muted" data-testid="source-relay">{s.relay.clone()}</div>
                     </a>
                 }
             }).collect_view()}
@@ -159,11 +160,14 @@ fn RowsTable(
     let actionable = matches!(p.bucket.as_str(), "pending" | "stuck" | "failed");
     let empty = p.rows.is_empty();
     view! {
+        {p.scan_warning.clone().map(|w| view! {
+            <div class="card border-amber-400 px-3 py-2 mb-2 text-sm" role="status" data-testid="scan-warning">{w}</div>
+        })}
         <div class="flex items-center gap-3 mb-2 text-sm">
             <span data-testid="outbox-count"><b>{p.count.clone()}</b>" rows match"</span>
         </div>
         {(can_operate && actionable).then(|| view! {
-            <bulk::ActionBar source=source.clone() q=q.clone() selected acted native=p.native notice />
+            <bulk::ActionBar source=source.clone() q=q.clone() selected acted can_archive=p.can_archive notice />
         })}
         <div class="card overflow-x-auto">
             <table class="tbl" data-testid="outbox-table">

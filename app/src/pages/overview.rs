@@ -39,6 +39,7 @@ pub fn OverviewPage() -> impl IntoView {
                                         <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
                                             {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none pending".into())}
                                         </div>
+                        <div class="text-xs muted" data-testid="source-relay">{s.relay.clone()}</div>
                                     </a>
                                 }
                             }).collect_view()}

@@ -23,13 +23,40 @@ pub(crate) async fn run(
     pool: PgPool,
     owner: Uuid,
     cfg: RelaySettings,
-    stats: Arc<RelayStats>,
+    sources: Vec<(String, Arc<RelayStats>)>,
     stop: CancellationToken,
 ) {
     let host = crate::host::name();
+    let Some(stats) = sources.first().map(|(_, s)| s.clone()) else { return };
+    // Published counts at the previous beat, for each source's rate.
+    let mut last: Vec<u64> = sources.iter().map(|(_, s)| s.published.load(Relaxed)).collect();
+    let mut last_at = std::time::Instant::now();
     loop {
         let stopping = stop.is_cancelled();
+        let secs = last_at.elapsed().as_secs_f64().max(0.001);
+        last_at = std::time::Instant::now();
+        let per_source: Vec<serde_json::Value> = sources
+            .iter()
+            .zip(last.iter_mut())
+            .map(|((name, s), prev)| {
+                let published = s.published.load(Relaxed);
+                let rate = published.saturating_sub(*prev) as f64 / secs;
+                *prev = published;
+                serde_json::json!({
+                    "name": name,
+                    // This instance publishes the source now (false: standing by).
+                    "active": s.active.load(Relaxed) && !stopping,
+                    "connected": s.connected.load(Relaxed),
+                    "published": published,
+                    "rate_per_sec": (rate * 10.0).round() / 10.0,
+                    "failed": s.failed_final.load(Relaxed),
+                    "failed_attempts": s.failed_attempts.load(Relaxed),
+                    "in_flight": s.in_flight.load(Relaxed),
+                })
+            })
+            .collect();
         let detail = serde_json::json!({
+            "sources": per_source,
             "window": cfg.window,
             "mark_batch": cfg.mark_batch,
             "mark_flush_ms": cfg.mark_flush.as_millis() as u64,

@@ -20,7 +20,8 @@ use uuid::Uuid;
 
 use super::{
     stats::RelayStats,
-    store::{self, AttemptOutcome, FailedAttempt, StoreError},
+    store::{AttemptOutcome, FailedAttempt, StoreError},
+    table::Table,
 };
 use crate::{group_commit::Batch, settings::RelaySettings};
 
@@ -47,7 +48,16 @@ pub fn mark_pool(pool: &PgPool, cfg: &RelaySettings) -> PgPool {
 #[derive(Debug)]
 pub(super) enum Mark {
     Published { id: i64 },
-    Failed { attempt: FailedAttempt, event_id: Uuid, number: u32 },
+    Failed { attempt: FailedAttempt, event_id: String, number: u32 },
+}
+
+impl Mark {
+    pub(super) fn id(&self) -> i64 {
+        match self {
+            Mark::Published { id } => *id,
+            Mark::Failed { attempt, .. } => attempt.id,
+        }
+    }
 }
 
 type Flushed = (Vec<Mark>, Result<(u64, Vec<(i64, AttemptOutcome)>), StoreError>);
@@ -56,18 +66,18 @@ pub(super) struct Marks {
     waiting: Batch<Mark>,
     flushing: Option<BoxFuture<'static, Flushed>>,
     flushing_len: usize,
-    pool: PgPool,
+    table: Table,
     owner: Uuid,
     max_attempts: i32,
 }
 
 impl Marks {
-    pub(super) fn new(pool: PgPool, owner: Uuid, cfg: &RelaySettings) -> Self {
+    pub(super) fn new(table: Table, owner: Uuid, cfg: &RelaySettings) -> Self {
         Self {
             waiting: Batch::new(cfg.mark_batch, cfg.mark_flush),
             flushing: None,
             flushing_len: 0,
-            pool,
+            table,
             owner,
             max_attempts: cfg.max_attempts,
         }
@@ -103,11 +113,11 @@ impl Marks {
         }
         let marks = self.waiting.take();
         self.flushing_len = marks.len();
-        let (pool, owner, max_attempts) = (self.pool.clone(), self.owner, self.max_attempts);
+        let (table, owner, max_attempts) = (self.table.clone(), self.owner, self.max_attempts);
         // A task of its own: a query progresses only while polled, and the session, busy
         // publishing a window, polls its select only between publishes.
         let task = tokio::spawn(async move {
-            let res = write(&pool, owner, max_attempts, &marks).await;
+            let res = table.write_marks(owner, max_attempts, &marks).await;
             (marks, res)
         });
         self.flushing = Some(Box::pin(async move {
@@ -142,30 +152,6 @@ impl Marks {
             self.start(true);
         }
     }
-}
-
-/// One transaction: the published marks in one statement, the failed attempts in another.
-async fn write(
-    pool: &PgPool,
-    owner: Uuid,
-    max_attempts: i32,
-    marks: &[Mark],
-) -> Result<(u64, Vec<(i64, AttemptOutcome)>), StoreError> {
-    let published: Vec<i64> =
-        marks.iter().filter_map(|m| if let Mark::Published { id } = m { Some(*id) } else { None }).collect();
-    let failed: Vec<FailedAttempt> = marks
-        .iter()
-        .filter_map(|m| if let Mark::Failed { attempt, .. } = m { Some(attempt.clone()) } else { None })
-        .collect();
-    if failed.is_empty() {
-        // The common case: one statement is its own transaction, one commit.
-        return Ok((store::mark_published(pool, &published).await?, Vec::new()));
-    }
-    let mut tx = pool.begin().await?;
-    let changed = store::mark_published(&mut *tx, &published).await?;
-    let outcomes = store::mark_attempts_failed(&mut *tx, owner, &failed, max_attempts).await?;
-    tx.commit().await?;
-    Ok((changed, outcomes))
 }
 
 fn account(marks: &[Mark], res: Result<(u64, Vec<(i64, AttemptOutcome)>), StoreError>, stats: &RelayStats) {

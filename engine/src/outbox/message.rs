@@ -36,6 +36,10 @@ pub fn prepare(row: &ClaimedRow) -> Result<Prepared, String> {
     let routing_key = short("routing key", &row.routing_key)?;
     let content_type = short("content type", &row.content_type)?;
     let kind = short("event type", &row.event_type)?;
+    if row.event_id.trim().is_empty() {
+        return Err("the event id is empty: consumers deduplicate on it".into());
+    }
+    let message_id = short("event id", &row.event_id)?;
     if row.payload.len() > MAX_PAYLOAD {
         return Err(format!("payload is {} bytes; the broker accepts at most {MAX_PAYLOAD}", row.payload.len()));
     }
@@ -43,7 +47,7 @@ pub fn prepare(row: &ClaimedRow) -> Result<Prepared, String> {
     // Seconds since the epoch, as AMQP timestamps are; a pre-1970 clock would be a bug elsewhere.
     let timestamp = row.created_at.timestamp().max(0) as u64;
     let properties = BasicProperties::default()
-        .with_message_id(ShortString::from(row.event_id.to_string()))
+        .with_message_id(message_id)
         .with_type(kind)
         .with_content_type(content_type)
         .with_delivery_mode(2)

@@ -16,7 +16,11 @@
 //! - a lost broker connection ends the session: rows whose confirm never came keep their
 //!   lease (they may have reached the broker) and are re-sent when it expires; rows not yet
 //!   sent are released at once; the relay reconnects with backoff and carries on;
-//! - on shutdown it stops claiming, waits for the confirms in flight, releases the rest.
+//! - on shutdown it stops claiming, waits for the confirms in flight, releases the rest;
+//! - one relay process publishes every relayed source: Revenant's own outbox, Revenant's
+//!   schema installed in a service's database (`native = true`), and mapped tables
+//!   (`relay = true`, one relay at a time per table: see [`super::mapped`]), each with its
+//!   own broker connection, counters and reconnect loop.
 
 use std::{
     sync::{Arc, atomic::Ordering::Relaxed},
@@ -28,22 +32,48 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use super::stats::RelayStats;
-use super::{
-    backoff::Backoff,
-    marks,
-    session::{Session, listen},
-};
-use crate::settings::RelaySettings;
+use super::{backoff::Backoff, mapped::Mapped, marks, session::Session, table::Table};
+use crate::{settings::RelaySettings, sources::Source};
 
 pub use super::store::NOTIFY_CHANNEL;
 
-/// Runs the relay until `shutdown` is cancelled. Broker and database outages are logged and
-/// retried, not returned: the relay is meant to outlive them.
+/// A declared source this relay publishes besides Revenant's own outbox, with its counters.
+#[derive(Clone)]
+pub struct Relayed {
+    pub source: Source,
+    pub stats: Arc<RelayStats>,
+}
+
+/// The sources of `open_all` that are relayed, besides Revenant's own (which `run_all`
+/// always relays), each with fresh counters.
+pub fn relayed(sources: &[Source]) -> Vec<Relayed> {
+    sources
+        .iter()
+        .filter(|s| s.relay && s.name != crate::sources::NATIVE)
+        .map(|s| Relayed { source: s.clone(), stats: Arc::default() })
+        .collect()
+}
+
+/// Relays Revenant's own outbox only (see [`run_all`]).
 pub async fn run(
     pool: PgPool,
     amqp_url: String,
     cfg: RelaySettings,
     stats: Arc<RelayStats>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    run_all(pool, amqp_url, cfg, stats, Vec::new(), shutdown).await
+}
+
+/// Runs the relay for Revenant's own outbox and every source in `others` until `shutdown` is
+/// cancelled. Broker and database outages are logged and retried, not returned: the relay
+/// is meant to outlive them.
+pub async fn run_all(
+    pool: PgPool,
+    amqp_url: String,
+    cfg: RelaySettings,
+    stats: Arc<RelayStats>,
+    others: Vec<Relayed>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let owner = Uuid::now_v7();
@@ -62,22 +92,73 @@ pub async fn run(
         mark_flush_ms = cfg.mark_flush.as_millis() as u64,
         synchronous_commit = cfg.synchronous_commit,
         duplicate_bound = marks::duplicate_bound(&cfg),
+        sources = others.len() + 1,
         "relay starting"
     );
+    let mut all = vec![(crate::sources::NATIVE.to_string(), stats.clone())];
+    all.extend(others.iter().map(|r| (r.source.name.clone(), r.stats.clone())));
     let hb_stop = CancellationToken::new();
-    let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.clone(), stats.clone(), hb_stop.clone()));
-    let marks_pool = marks::mark_pool(&pool, &cfg);
-    let mut listener = listen(&pool).await;
+    let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.clone(), all, hb_stop.clone()));
+    let mut tasks = tokio::task::JoinSet::new();
+    let own = Table::Native { marks_pool: marks::mark_pool(&pool, &cfg), pool: pool.clone() };
+    let name = crate::sources::NATIVE.to_string();
+    tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
+    for r in others {
+        let src = &r.source;
+        let marks_pool = marks::mark_pool(&src.pool, &cfg);
+        let (table, cfg) = if src.native() {
+            (Table::Native { pool: src.pool.clone(), marks_pool }, cfg.clone())
+        } else {
+            // No NOTIFY trigger on a service's table: its own poll interval wakes the relay.
+            let cfg = RelaySettings { poll: src.poll, ..cfg.clone() };
+            (Table::Mapped(Arc::new(Mapped::new(src, marks_pool))), cfg)
+        };
+        tasks.spawn(relay_table(table, src.name.clone(), cfg, r.stats, owner, amqp_url.clone(), shutdown.clone()));
+    }
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done {
+            tracing::error!(instance = %owner, error = %e, "a source's relay task panicked");
+        }
+    }
+    hb_stop.cancel();
+    let _ = hb.await;
+    tracing::info!(instance = %owner, "relay stopped");
+    Ok(())
+}
+
+/// One source's relay: (for a mapped table, once it holds the table's lock) connect,
+/// publish until the connection or the lock is lost, reconnect with backoff.
+async fn relay_table(
+    table: Table,
+    source: String,
+    cfg: RelaySettings,
+    stats: Arc<RelayStats>,
+    owner: Uuid,
+    amqp_url: String,
+    shutdown: CancellationToken,
+) {
+    let mut listener = table.listen().await;
     let reconnect = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
     let mut failures = 0u32;
     // The instance id in the connection name lets an operator match a broker connection to
     // its heartbeat row.
-    let conn_name = format!("revenant-relay {owner}");
+    let conn_name = if source == crate::sources::NATIVE {
+        format!("revenant-relay {owner}")
+    } else {
+        format!("revenant-relay {owner} source={source}")
+    };
     while !shutdown.is_cancelled() {
+        if let Table::Mapped(m) = &table {
+            stats.active.store(false, Relaxed);
+            if !m.acquire(&shutdown).await {
+                break;
+            }
+        }
+        stats.active.store(true, Relaxed);
         let started = Instant::now();
         let outcome = match crate::amqp::connect(&amqp_url, &conn_name).await {
             Ok(conn) => {
-                let res = match Session::open(&pool, &marks_pool, &conn, &cfg, &stats, owner).await {
+                let res = match Session::open(&table, &conn, &cfg, &stats, owner).await {
                     Ok(mut s) => s.run(&mut listener, &shutdown).await,
                     Err(e) => Err(e),
                 };
@@ -94,14 +175,15 @@ pub async fn run(
         }
         failures = failures.saturating_add(1);
         let wait = reconnect.delay(failures).max(Duration::from_millis(100));
-        tracing::warn!(instance = %owner, error = %format!("{e:#}"), retry_in_ms = wait.as_millis() as u64, "relay lost the broker; reconnecting");
+        tracing::warn!(instance = %owner, %source, error = %format!("{e:#}"), retry_in_ms = wait.as_millis() as u64,
+            "relay session ended; reconnecting");
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(wait) => {}
         }
     }
-    hb_stop.cancel();
-    let _ = hb.await;
-    tracing::info!(instance = %owner, "relay stopped");
-    Ok(())
+    if let Table::Mapped(m) = &table {
+        m.unlock().await;
+    }
+    stats.active.store(false, Relaxed);
 }

@@ -18,7 +18,7 @@ use lapin::{
     protocol::{AMQPErrorKind, AMQPSoftError},
     types::{FieldTable, ShortString},
 };
-use sqlx::{PgPool, postgres::PgListener};
+use sqlx::postgres::PgListener;
 use tokio::time::{MissedTickBehavior, error::Elapsed};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -28,21 +28,22 @@ use super::{
     marks::{Mark, Marks, duplicate_bound},
     message,
     stats::RelayStats,
-    store::{self, AttemptOutcome, ClaimedRow, FailedAttempt, NOTIFY_CHANNEL},
+    store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
+    table::Table,
 };
 use crate::settings::RelaySettings;
 
 /// What a confirm future hands back: the row, the outcome, the time the confirm took.
 struct Sent {
     id: i64,
-    event_id: Uuid,
+    event_id: String,
     attempts: i32,
 }
 type Confirmed = (Sent, Result<lapin::Result<Confirmation>, Elapsed>, Duration);
 
 impl From<&ClaimedRow> for Sent {
     fn from(r: &ClaimedRow) -> Self {
-        Self { id: r.id, event_id: r.event_id, attempts: r.attempts }
+        Self { id: r.id, event_id: r.event_id.clone(), attempts: r.attempts }
     }
 }
 
@@ -51,22 +52,6 @@ impl From<&ClaimedRow> for Sent {
 enum Outgoing {
     Sent(BoxFuture<'static, Confirmed>),
     Refused(Mark),
-}
-
-pub(super) async fn listen(pool: &PgPool) -> Option<PgListener> {
-    let res = async {
-        let mut l = PgListener::connect_with(pool).await?;
-        l.listen(NOTIFY_CHANNEL).await?;
-        Ok::<_, sqlx::Error>(l)
-    }
-    .await;
-    match res {
-        Ok(l) => Some(l),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot LISTEN {NOTIFY_CHANNEL}; polling only until it works");
-            None
-        }
-    }
 }
 
 async fn notified(l: &mut Option<PgListener>) -> Result<(), sqlx::Error> {
@@ -93,8 +78,7 @@ type Claim = BoxFuture<'static, Result<Vec<ClaimedRow>, store::StoreError>>;
 
 /// One broker connection's worth of work.
 pub(super) struct Session<'a> {
-    pool: &'a PgPool,
-    marks_pool: &'a PgPool,
+    table: &'a Table,
     conn: &'a Connection,
     cfg: &'a RelaySettings,
     stats: &'a RelayStats,
@@ -108,8 +92,7 @@ pub(super) struct Session<'a> {
 
 impl<'a> Session<'a> {
     pub(super) async fn open(
-        pool: &'a PgPool,
-        marks_pool: &'a PgPool,
+        table: &'a Table,
         conn: &'a Connection,
         cfg: &'a RelaySettings,
         stats: &'a RelayStats,
@@ -119,25 +102,14 @@ impl<'a> Session<'a> {
         channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
         stats.connected.store(true, Relaxed);
         let backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
-        Ok(Self {
-            pool,
-            marks_pool,
-            conn,
-            cfg,
-            stats,
-            owner,
-            channel,
-            probe: None,
-            known_exchanges: HashSet::new(),
-            backoff,
-        })
+        Ok(Self { table, conn, cfg, stats, owner, channel, probe: None, known_exchanges: HashSet::new(), backoff })
     }
 
     /// The next claim, run beside the publishing so the window never waits on it.
     fn claim(&self) -> Claim {
-        let (pool, owner, batch, lease) = (self.pool.clone(), self.owner, self.cfg.batch, self.cfg.lease);
+        let (table, owner, batch, lease) = (self.table.clone(), self.owner, self.cfg.batch, self.cfg.lease);
         // A task of its own, so the claim progresses while the session is busy publishing.
-        let task = tokio::spawn(async move { store::claim(&pool, owner, batch, lease).await });
+        let task = tokio::spawn(async move { table.claim(owner, batch, lease).await });
         Box::pin(async move {
             task.await.unwrap_or_else(|e| Err(store::StoreError::Invalid(format!("the claim task failed: {e}"))))
         })
@@ -154,6 +126,8 @@ impl<'a> Session<'a> {
                 let idle = (rows.len() as i64) < self.cfg.batch;
                 // Keep a confirm timeout of margin so no row is sent after its lease ran out.
                 let margin = self.cfg.lease.checked_sub(self.cfg.confirm_timeout).unwrap_or(self.cfg.lease / 2);
+                // A mapped table's rows are ours while the lock is: no lease runs out.
+                let margin = if self.table.leased() { margin } else { Duration::from_secs(86_400) };
                 let deadline = Instant::now() + margin;
                 buffer.extend(rows.into_iter().map(|r| (r, deadline)));
                 idle
@@ -173,7 +147,7 @@ impl<'a> Session<'a> {
         // Claimed rows not yet sent, each with the instant after which it must not be sent.
         let mut buffer: VecDeque<(ClaimedRow, Instant)> = VecDeque::new();
         let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
-        let mut marks = Marks::new(self.marks_pool.clone(), self.owner, self.cfg);
+        let mut marks = Marks::new(self.table.clone(), self.owner, self.cfg);
         let mut claiming: Option<Claim> = None;
         // Published but not durably marked, at most: what a kill -9 could re-send.
         let bound = duplicate_bound(self.cfg);
@@ -238,6 +212,13 @@ impl<'a> Session<'a> {
                 Wake::Flushed | Wake::MarksDue => {}
                 Wake::Claimed(res) => {
                     claiming = None;
+                    // A mapped table's claims run on its lock connection: a failed claim means
+                    // the lock may be gone, and only the lock holder may publish the table.
+                    if let Err(e) = &res
+                        && !self.table.leased()
+                    {
+                        break Err(anyhow::anyhow!("claim failed; the table's relay lock may be lost: {e}"));
+                    }
                     idle = self.claimed(res, &mut buffer);
                 }
                 Wake::Notified(Ok(())) => idle = false,
@@ -253,7 +234,7 @@ impl<'a> Session<'a> {
                         break Err(anyhow::anyhow!("publishing channel closed while idle"));
                     }
                     if listener.is_none() {
-                        *listener = listen(self.pool).await;
+                        *listener = self.table.listen().await;
                     }
                     idle = false;
                 }
@@ -279,7 +260,7 @@ impl<'a> Session<'a> {
         marks.drain(self.stats).await;
         self.stats.in_flight.store(0, Relaxed);
         let ids: Vec<i64> = buffer.iter().map(|(r, _)| r.id).collect();
-        if let Err(e) = store::release(self.pool, self.owner, &ids).await {
+        if let Err(e) = self.table.release(self.owner, &ids).await {
             tracing::warn!(error = %e, rows = ids.len(), "cannot release leases; they will expire instead");
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.channel.close(200, "relay stopping".into())).await;
@@ -291,7 +272,7 @@ impl<'a> Session<'a> {
     async fn publish(&mut self, row: ClaimedRow, deadline: Instant) -> anyhow::Result<Option<Outgoing>> {
         if Instant::now() >= deadline {
             // Another relay may already own it; sending now could double it for nothing.
-            if let Err(e) = store::release(self.pool, self.owner, &[row.id]).await {
+            if let Err(e) = self.table.release(self.owner, &[row.id]).await {
                 tracing::warn!(id = row.id, error = %e, "cannot release a stale lease");
             }
             return Ok(None);
@@ -302,7 +283,7 @@ impl<'a> Session<'a> {
                 let reason = format!("bad row: {reason}");
                 tracing::warn!(id = row.id, event_id = %row.event_id, %reason, "outbox row cannot be published as it stands");
                 RelayStats::bump(&self.stats.failed_attempts);
-                match store::mark_bad(self.pool, row.id, self.owner, &reason).await {
+                match self.table.mark_bad(row.id, self.owner, &reason).await {
                     Ok(AttemptOutcome::Failed) => RelayStats::bump(&self.stats.failed_final),
                     Ok(_) => {}
                     Err(e) => {
@@ -329,7 +310,7 @@ impl<'a> Session<'a> {
             // Refused before anything was sent (the channel is closed): give the row back now
             // rather than make it wait for its lease to expire.
             Ok(Err(e)) => {
-                if let Err(re) = store::release(self.pool, self.owner, &[row.id]).await {
+                if let Err(re) = self.table.release(self.owner, &[row.id]).await {
                     tracing::warn!(id = row.id, error = %re, "cannot release the lease; it will expire");
                 }
                 return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost"));
@@ -402,7 +383,7 @@ impl<'a> Session<'a> {
         RelayStats::bump(&self.stats.failed_attempts);
         let number = u32::try_from(sent.attempts).unwrap_or(0).saturating_add(1);
         let attempt = FailedAttempt { id: sent.id, reason, retry_in: self.backoff.delay(number) };
-        Mark::Failed { attempt, event_id: sent.event_id, number }
+        Mark::Failed { attempt, event_id: sent.event_id.clone(), number }
     }
 }
 

@@ -31,6 +31,9 @@ pub struct RelayStats {
     pub mark_flushes: AtomicU64,
     /// Whether the relay has a broker channel in confirm mode right now.
     pub connected: AtomicBool,
+    /// Whether this instance publishes the source now (a mapped table: holds its relay lock;
+    /// false while standing by for another relay).
+    pub active: AtomicBool,
     latency: Latency,
 }
 

@@ -85,7 +85,9 @@ impl NewEvent {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClaimedRow {
     pub id: i64,
-    pub event_id: Uuid,
+    /// The event id as text: a uuid in Revenant's schema, whatever the column holds in a
+    /// mapped table. It becomes the message's `message_id`.
+    pub event_id: String,
     pub event_type: String,
     pub exchange: String,
     pub routing_key: String,
@@ -96,7 +98,6 @@ pub struct ClaimedRow {
     /// Attempts made before this claim.
     pub attempts: i32,
     pub next_attempt_at: DateTime<Utc>,
-    pub lease_expires_at: DateTime<Utc>,
 }
 
 /// What a failed attempt did to the row.
@@ -171,9 +172,8 @@ pub async fn claim(
          UPDATE outbox o
             SET lease_owner = $1, lease_expires_at = now() + make_interval(secs => $3)
            FROM due WHERE o.id = due.id
-         RETURNING o.id, o.event_id, o.event_type, o.exchange, o.routing_key, o.payload,
-                   o.content_type, o.headers, o.created_at, o.attempts, o.next_attempt_at,
-                   o.lease_expires_at AS "lease_expires_at!""#,
+         RETURNING o.id, o.event_id::text AS "event_id!", o.event_type, o.exchange, o.routing_key,
+                   o.payload, o.content_type, o.headers, o.created_at, o.attempts, o.next_attempt_at"#,
         owner,
         batch,
         lease.as_secs_f64()
@@ -252,7 +252,7 @@ pub async fn mark_attempts_failed(
         .collect())
 }
 
-fn clip(reason: &str) -> String {
+pub(crate) fn clip(reason: &str) -> String {
     if reason.len() <= MAX_ERROR_LEN {
         return reason.to_string();
     }

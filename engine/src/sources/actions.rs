@@ -52,10 +52,11 @@ pub enum ActionError {
 pub use crate::audit::Actor;
 
 fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), ActionError> {
+    let relayed = src.cols.relayed;
     if action == Action::Archive {
-        if !src.native() {
+        if !relayed {
             return Err(ActionError::Invalid(format!(
-                "source `{}` is a mapped table with no archived state; archive it in its own service",
+                "source `{}` is a mapped table Revenant does not relay, with no archived state; archive it in its own service",
                 src.name
             )));
         }
@@ -63,7 +64,7 @@ fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), Actio
             return Err(ActionError::Invalid("archiving needs a reason".into()));
         }
     }
-    if action == Action::Retry && !src.native() && src.cols.attempts_col.is_none() {
+    if action == Action::Retry && !relayed && src.cols.attempts_col.is_none() {
         return Err(ActionError::Invalid(format!(
             "source `{}` declares no attempts_column: its own relay decides when to retry",
             src.name
@@ -72,22 +73,78 @@ fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), Actio
     Ok(())
 }
 
-/// The retry UPDATE of a mapped table (the only action one has), restricted to the ids bound
-/// next by the caller.
-fn mapped_update_sql(src: &Source) -> String {
+/// The ids (bound as `$1`, text) of the rows of a mapped table that an action may touch: still
+/// unpublished by the table's own test.
+fn mapped_targets(src: &Source) -> String {
     let c = &src.cols;
-    let mut sets = vec![format!("{} = 0", c.attempts_col.clone().unwrap_or_default())];
-    if let Some(le) = &c.last_error_col {
-        sets.push(format!("{le} = NULL"));
-    }
     format!(
-        "UPDATE {} SET {} WHERE {} AND {} = ANY($1::text[]::{}[])",
-        c.table,
-        sets.join(", "),
-        c.pending_cond,
-        c.id,
-        c.id_type
+        "SELECT {key} AS row_id FROM {t} WHERE {p} AND {id} = ANY($1::text[]::{ty}[])",
+        key = c.row_key(),
+        t = c.table,
+        p = c.pending_cond,
+        id = c.id,
+        ty = c.id_type
     )
+}
+
+/// The action on a mapped table. Retry forgets the relay's state of the rows (due now, no
+/// attempts, no error; archived rows come back too) and resets the table's own attempts and
+/// error columns when it has them; archive records the reason in the relay's state. Each is one
+/// statement, so one commit.
+fn mapped_sql(src: &Source, action: Action) -> String {
+    let c = &src.cols;
+    let targets = mapped_targets(src);
+    let lit = &c.source_literal;
+    match action {
+        Action::Retry if !c.relayed => {
+            let mut sets = vec![format!("{} = 0", c.attempts_col.clone().unwrap_or_default())];
+            if let Some(le) = &c.last_error_col {
+                sets.push(format!("{le} = NULL"));
+            }
+            format!(
+                "UPDATE {} SET {} WHERE {} AND {} = ANY($1::text[]::{}[])",
+                c.table,
+                sets.join(", "),
+                c.pending_cond,
+                c.id,
+                c.id_type
+            )
+        }
+        Action::Retry => {
+            let mut sets = Vec::new();
+            if let Some(a) = &c.attempts_col {
+                sets.push(format!("{a} = 0"));
+            }
+            if let Some(le) = &c.last_error_col {
+                sets.push(format!("{le} = NULL"));
+            }
+            let own = if sets.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", own AS (UPDATE {t} SET {s} WHERE {k} IN (SELECT row_id FROM targets))",
+                    t = c.table,
+                    s = sets.join(", "),
+                    k = c.row_key()
+                )
+            };
+            format!(
+                "WITH targets AS ({targets}), \
+                 forgot AS (DELETE FROM revenant.relay_state s USING targets \
+                            WHERE s.source = {lit} AND s.row_id = targets.row_id){own} \
+                 SELECT count(*)::bigint FROM targets"
+            )
+        }
+        Action::Archive => format!(
+            "WITH targets AS ({targets}), \
+             archived AS (INSERT INTO revenant.relay_state AS s (source, row_id, status, archived_reason, updated_at) \
+                          SELECT {lit}, row_id, 'archived', $2, now() FROM targets \
+                          ON CONFLICT (source, row_id) DO UPDATE \
+                          SET status = 'archived', archived_reason = EXCLUDED.archived_reason, updated_at = now() \
+                          RETURNING 1) \
+             SELECT count(*)::bigint FROM archived"
+        ),
+    }
 }
 
 async fn apply<'e>(
@@ -119,7 +176,18 @@ async fn apply<'e>(
             .await?
         }
         // Runtime-checked: a mapped table's name and columns come from configuration.
-        (false, _) => sqlx::query(sqlx::AssertSqlSafe(mapped_update_sql(src))).bind(ids.to_vec()).execute(exec).await?,
+        (false, Action::Retry) if !src.cols.relayed => {
+            sqlx::query(sqlx::AssertSqlSafe(mapped_sql(src, action))).bind(ids.to_vec()).execute(exec).await?
+        }
+        (false, _) => {
+            // Runtime-checked: a mapped table's name and columns come from configuration.
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(mapped_sql(src, action)))
+                .bind(ids.to_vec())
+                .bind(reason.unwrap_or_default().trim())
+                .fetch_one(exec)
+                .await?;
+            return Ok(n as u64);
+        }
     };
     Ok(done.rows_affected())
 }

@@ -10,6 +10,8 @@ pub enum MappingError {
     NoColumn { table: String, key: &'static str, column: String },
     #[error("column `{column}` (set as {key}) has type {ty}, which Revenant cannot read as {want}")]
     BadType { column: String, key: &'static str, ty: String, want: &'static str },
+    #[error("`{key}` = `{column}`: {reason}")]
+    Unsupported { key: &'static str, column: String, reason: String },
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }
@@ -33,9 +35,37 @@ pub struct Cols {
     pub attempts: String,
     pub last_error: String,
     pub published_at: String,
+    /// The table's own "not published yet" test: what the relay claims and marks.
     pub pending_cond: String,
     pub attempts_col: Option<String>,
     pub last_error_col: Option<String>,
+    /// The console's buckets: pending (not failed or archived), failed, archived. A mapped
+    /// table that Revenant does not relay has no failed or archived rows (`None`).
+    pub bucket_pending: String,
+    pub bucket_failed: Option<String>,
+    pub bucket_archived: Option<String>,
+    /// For the detail page: when the next attempt is due, why the row was archived.
+    pub next_attempt_at: String,
+    pub archived_reason: String,
+    /// What the relay publishes besides the row's columns above.
+    pub headers: String,
+    pub content_type: String,
+    /// The `SET` list that marks a row published the way the table does.
+    pub mark_published_set: String,
+    /// The source's name as an SQL literal (the key of its rows in `revenant.relay_state`).
+    pub source_literal: String,
+    /// Revenant relays this mapped table and keeps its retry state in `revenant.relay_state`.
+    pub relayed: bool,
+}
+
+/// Where Revenant keeps attempts, errors, failed and archived states for the rows of mapped
+/// tables it relays: in the source's own database, so a claim, a mark and a console list
+/// each read the table and its state in one statement.
+pub const RELAY_STATE_DDL: &str = include_str!("../../../migrations/0011_relay_state.sql");
+
+/// An SQL string literal (standard_conforming_strings is on since PostgreSQL 9.1).
+pub fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
 }
 
 pub fn quote_ident(name: &str) -> String {
@@ -62,6 +92,16 @@ impl Cols {
             pending_cond: "status = 'pending'".into(),
             attempts_col: Some("attempts".into()),
             last_error_col: Some("last_error".into()),
+            bucket_pending: "status = 'pending'".into(),
+            bucket_failed: Some("status = 'failed'".into()),
+            bucket_archived: Some("status = 'archived'".into()),
+            next_attempt_at: "next_attempt_at".into(),
+            archived_reason: "archived_reason".into(),
+            headers: "headers".into(),
+            content_type: "content_type".into(),
+            mark_published_set: "status = 'published', published_at = now()".into(),
+            source_literal: quote_literal(super::NATIVE),
+            relayed: true,
         }
     }
 
@@ -134,14 +174,16 @@ impl Cols {
                 });
             }
         };
-        let exchange = match &m.exchange_column {
-            Some(c) => {
+        let exchange = match (&m.exchange_column, &m.exchange) {
+            (Some(c), _) => {
                 ty("exchange_column", c)?;
                 format!("{}::text", q(c))
             }
-            None => "''::text".into(),
+            (None, Some(e)) => format!("{}::text", quote_literal(e)),
+            (None, None) => "''::text".into(),
         };
         let mut pending = Vec::new();
+        let mut sets = Vec::new();
         let mut published_at = "NULL::timestamptz".to_string();
         if let Some(c) = &m.published_flag_column {
             let t = ty("published_flag_column", c)?;
@@ -154,12 +196,28 @@ impl Cols {
                 });
             }
             pending.push(format!("NOT coalesce({}, false)", q(c)));
+            sets.push(format!("{} = true", q(c)));
         }
         if let Some(c) = &m.published_at_column {
             let t = ty("published_at_column", c)?;
-            published_at =
-                if t == "timestamp without time zone" { format!("({} AT TIME ZONE 'UTC')", q(c)) } else { q(c) };
+            // A timestamp without time zone is read and written as UTC, as the console shows it.
+            let (read, now) = match t.as_str() {
+                "timestamp without time zone" => {
+                    (format!("({} AT TIME ZONE 'UTC')", q(c)), "(now() AT TIME ZONE 'UTC')")
+                }
+                "timestamp with time zone" => (q(c), "now()"),
+                other => {
+                    return Err(MappingError::BadType {
+                        column: c.clone(),
+                        key: "published_at_column",
+                        ty: other.into(),
+                        want: "a timestamp",
+                    });
+                }
+            };
+            published_at = read;
             pending.push(format!("{} IS NULL", q(c)));
+            sets.push(format!("{} = {now}", q(c)));
         }
         let pending_cond = format!("({})", pending.join(" AND "));
         let attempts_col = match &m.attempts_column {
@@ -176,9 +234,37 @@ impl Cols {
             }
             None => None,
         };
-        Ok(Cols {
+        let headers = match &m.headers_column {
+            Some(c) => {
+                let t = ty("headers_column", c)?;
+                if !matches!(t.as_str(), "json" | "jsonb") {
+                    return Err(MappingError::BadType {
+                        column: c.clone(),
+                        key: "headers_column",
+                        ty: t,
+                        want: "json or jsonb",
+                    });
+                }
+                format!("coalesce({}::jsonb, '{{}}'::jsonb)", q(c))
+            }
+            None => "'{}'::jsonb".into(),
+        };
+        let content_type = match &m.content_type {
+            Some(ct) => format!("{}::text", quote_literal(ct)),
+            None => match payload_ty.as_str() {
+                "json" | "jsonb" => "'application/json'::text".into(),
+                "bytea" => "'application/octet-stream'::text".into(),
+                "xml" => "'application/xml'::text".into(),
+                _ => "'text/plain; charset=utf-8'::text".into(),
+            },
+        };
+        let source_literal = quote_literal(&m.name);
+        let attempts_plain =
+            attempts_col.as_ref().map(|c| format!("coalesce({c}, 0)::int")).unwrap_or_else(|| "0".into());
+        let last_error_plain =
+            last_error_col.as_ref().map(|c| format!("{c}::text")).unwrap_or_else(|| "NULL::text".into());
+        let mut cols = Cols {
             native: false,
-            table: table_sql,
             id: q(&m.id_column),
             id_type,
             event_id: format!("{}::text", q(&m.event_id_column)),
@@ -188,13 +274,101 @@ impl Cols {
             payload,
             created_at,
             status: format!("CASE WHEN {pending_cond} THEN 'pending' ELSE 'published' END"),
-            attempts: attempts_col.as_ref().map(|c| format!("coalesce({c}, 0)::int")).unwrap_or_else(|| "0".into()),
-            last_error: last_error_col.as_ref().map(|c| format!("{c}::text")).unwrap_or_else(|| "NULL::text".into()),
+            attempts: attempts_plain,
+            last_error: last_error_plain,
             published_at,
+            bucket_pending: pending_cond.clone(),
+            bucket_failed: None,
+            bucket_archived: None,
+            next_attempt_at: "NULL::timestamptz".into(),
+            archived_reason: "NULL::text".into(),
             pending_cond,
             attempts_col,
             last_error_col,
-        })
+            headers,
+            content_type,
+            mark_published_set: sets.join(", "),
+            source_literal,
+            relayed: false,
+            table: table_sql,
+        };
+        if m.relay {
+            if !matches!(cols.id_type.as_str(), "smallint" | "integer" | "bigint") {
+                return Err(MappingError::Unsupported {
+                    key: "id_column",
+                    column: m.id_column.clone(),
+                    reason: format!(
+                        "a relayed table needs an integer id column (this one is {}); the event id may be any type",
+                        cols.id_type
+                    ),
+                });
+            }
+            cols.with_relay_state();
+        }
+        Ok(cols)
+    }
+
+    /// The row's id as `revenant.relay_state` keys it.
+    pub fn row_key(&self) -> String {
+        format!("{}.{}::bigint", self.table, self.id)
+    }
+
+    /// `revenant.relay_state`'s `col` for the current row of the table (NULL when it has none).
+    fn state(&self, col: &str) -> String {
+        format!(
+            "(SELECT s.{col} FROM revenant.relay_state s WHERE s.source = {} AND s.row_id = {})",
+            self.source_literal,
+            self.row_key()
+        )
+    }
+
+    /// Rows of this table whose state is `status`, as a condition on the current row.
+    fn in_state(&self, status: &str) -> String {
+        format!(
+            "{} IN (SELECT s.row_id FROM revenant.relay_state s WHERE s.source = {} AND s.status = '{status}')",
+            self.row_key(),
+            self.source_literal
+        )
+    }
+
+    /// Switches the console's expressions to read the relay's state beside the table's columns.
+    fn with_relay_state(&mut self) {
+        let p = self.pending_cond.clone();
+        let status = self.state("status");
+        self.status = format!(
+            "CASE WHEN NOT {p} THEN 'published' WHEN {status} IN ('failed', 'archived') THEN {status} ELSE 'pending' END"
+        );
+        self.attempts = format!("coalesce({}, {})::int", self.state("attempts"), self.attempts);
+        self.last_error = format!("coalesce({}, {})", self.state("last_error"), self.last_error);
+        self.bucket_pending = format!(
+            "({p} AND NOT EXISTS (SELECT 1 FROM revenant.relay_state s WHERE s.source = {} AND s.row_id = {} \
+             AND s.status IN ('failed', 'archived')))",
+            self.source_literal,
+            self.row_key()
+        );
+        self.bucket_failed = Some(format!("({p} AND {})", self.in_state("failed")));
+        self.bucket_archived = Some(format!("({p} AND {})", self.in_state("archived")));
+        self.next_attempt_at = format!("CASE WHEN {p} THEN {} END", self.state("next_attempt_at"));
+        self.archived_reason = self.state("archived_reason");
+        self.relayed = true;
+    }
+}
+
+/// Creates `revenant.relay_state` in a relayed source's database when it is missing.
+pub async fn ensure_relay_state(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    let exists: Option<String> =
+        sqlx::query_scalar!("SELECT to_regclass('revenant.relay_state')::text").fetch_one(pool).await?;
+    if exists.is_some() {
+        return Ok(());
+    }
+    match sqlx::raw_sql(sqlx::AssertSqlSafe(RELAY_STATE_DDL)).execute(pool).await {
+        Ok(_) => Ok(()),
+        // Two processes creating it at once: the loser finds it made.
+        Err(e) => {
+            let made: Option<String> =
+                sqlx::query_scalar!("SELECT to_regclass('revenant.relay_state')::text").fetch_one(pool).await?;
+            if made.is_some() { Ok(()) } else { Err(e) }
+        }
     }
 }
 

@@ -101,22 +101,19 @@ pub fn push_conditions(q: &mut QueryBuilder<Postgres>, src: &Source, f: &Filter)
     q.push(" AND ");
     match f.bucket {
         Bucket::Pending => {
-            q.push(&c.pending_cond);
+            q.push(&c.bucket_pending);
         }
         Bucket::Stuck => {
-            q.push(&c.pending_cond).push(" AND (").push(&c.created_at).push(" < now() - make_interval(secs => ");
+            q.push(&c.bucket_pending).push(" AND (").push(&c.created_at).push(" < now() - make_interval(secs => ");
             q.push_bind(src.stuck_after.as_secs_f64());
             q.push(") OR ").push(&c.attempts).push(" >= ").push_bind(src.stuck_attempts).push(")");
         }
-        Bucket::Failed if c.native => {
-            q.push("status = 'failed'");
+        // A mapped table Revenant does not relay has no such state.
+        Bucket::Failed => {
+            q.push(c.bucket_failed.as_deref().unwrap_or("false"));
         }
-        Bucket::Archived if c.native => {
-            q.push("status = 'archived'");
-        }
-        Bucket::Failed | Bucket::Archived => {
-            // A mapped table has no such state.
-            q.push("false");
+        Bucket::Archived => {
+            q.push(c.bucket_archived.as_deref().unwrap_or("false"));
         }
         Bucket::Published if c.native => {
             q.push("status = 'published'");
@@ -246,7 +243,7 @@ pub async fn health(src: &Source) -> Result<Health, sqlx::Error> {
     // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
     let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT min({}) FROM {} WHERE {}",
-        c.created_at, c.table, c.pending_cond
+        c.created_at, c.table, c.bucket_pending
     )))
     .fetch_one(&src.pool)
     .await?;
@@ -274,10 +271,16 @@ pub struct Detail {
 pub async fn detail(src: &Source, id: &str) -> Result<Option<Detail>, sqlx::Error> {
     let c = &src.cols;
     let extra = if c.native {
-        ", content_type, headers, next_attempt_at, archived_reason, lease_owner::text AS lease_owner"
+        ", content_type, headers, next_attempt_at, archived_reason, lease_owner::text AS lease_owner".to_string()
     } else {
-        ", NULL::text AS content_type, NULL::jsonb AS headers, NULL::timestamptz AS next_attempt_at, \
-           NULL::text AS archived_reason, NULL::text AS lease_owner"
+        format!(
+            ", {ct} AS content_type, {h} AS headers, {na} AS next_attempt_at, {ar} AS archived_reason, \
+             NULL::text AS lease_owner",
+            ct = if c.relayed { c.content_type.as_str() } else { "NULL::text" },
+            h = if c.relayed { c.headers.as_str() } else { "NULL::jsonb" },
+            na = c.next_attempt_at,
+            ar = c.archived_reason,
+        )
     };
     // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
     let mut q = QueryBuilder::<Postgres>::new(select_summary(c, &format!(", {} AS payload{extra}", c.payload)));
@@ -294,4 +297,40 @@ pub async fn detail(src: &Source, id: &str) -> Result<Option<Detail>, sqlx::Erro
         archived_reason: row.try_get("archived_reason")?,
         lease_owner: row.try_get("lease_owner")?,
     }))
+}
+
+/// Rows above which a sequential scan for pending rows is worth a warning.
+pub const SCAN_WARN_ROWS: f64 = 100_000.0;
+
+/// For a mapped table: a warning in words when finding its pending rows (what the relay and
+/// the Pending list do) scans the whole table and the table is large, with the index to add.
+pub async fn pending_scan_warning(src: &Source) -> Result<Option<String>, sqlx::Error> {
+    let c = &src.cols;
+    if c.native {
+        return Ok(None);
+    }
+    let rows: Option<f32> = sqlx::query_scalar!("SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)", &c.table)
+        .fetch_optional(&src.pool)
+        .await?;
+    let rows = rows.unwrap_or(0.0) as f64;
+    if rows < SCAN_WARN_ROWS {
+        return Ok(None);
+    }
+    // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (FORMAT JSON) SELECT {id} FROM {t} WHERE {p} ORDER BY {id} LIMIT 200",
+        id = c.id,
+        t = c.table,
+        p = c.pending_cond
+    )))
+    .fetch_one(&src.pool)
+    .await?;
+    if !plan.to_string().contains("\"Seq Scan\"") {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "Finding pending rows scans all ~{} rows of {}: the relay and this list slow down as it grows. \
+         Add a partial index, e.g. CREATE INDEX CONCURRENTLY ON {} ({}) WHERE {}",
+        rows as i64, c.table, c.table, c.id, c.pending_cond
+    )))
 }

@@ -395,6 +395,8 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
         cols: Cols::native(),
         stuck_after: Duration::from_secs(600),
         stuck_attempts: 3,
+        relay: false,
+        poll: std::time::Duration::from_millis(250),
     };
     let rx = Receiver::start(&[]).await;
     let r = alerts::create(

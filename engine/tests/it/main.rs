@@ -8,6 +8,7 @@ mod ingest;
 mod ingest_batch;
 mod ingest_corpus;
 mod relay;
+mod relay_mapped;
 mod replay;
 mod replay_edit;
 mod sources;

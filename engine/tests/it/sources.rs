@@ -17,6 +17,8 @@ fn native(pool: &PgPool) -> Source {
         cols: Cols::native(),
         stuck_after: std::time::Duration::from_secs(600),
         stuck_attempts: 3,
+        relay: false,
+        poll: std::time::Duration::from_millis(250),
     }
 }
 
@@ -196,6 +198,7 @@ fn seed_mapping(table: &str) -> MappedOutbox {
         attempts_column: Some("intentos".into()),
         last_error_column: Some("error".into()),
         stuck_after_secs: 60,
+        ..MappedOutbox::default()
     }
 }
 
@@ -230,6 +233,8 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
         cols: Cols::mapped(&db.pool, &m).await.unwrap(),
         stuck_after: std::time::Duration::from_secs(60),
         stuck_attempts: 3,
+        relay: false,
+        poll: std::time::Duration::from_millis(250),
     };
     let (rows, _) = query::list(&src, &Filter::default(), None, 50).await.unwrap();
     assert_eq!(rows.len(), 2);

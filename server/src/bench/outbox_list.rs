@@ -43,6 +43,8 @@ pub async fn run(settings: &Settings, rows: i64, runs: usize) -> anyhow::Result<
         cols: Cols::native(),
         stuck_after: settings.outbox_stuck_after,
         stuck_attempts: 3,
+        relay: false,
+        poll: std::time::Duration::from_millis(250),
     };
     let res = interruptible(bench(&src, rows, runs)).await;
     drop(src);

@@ -16,7 +16,7 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 const WINDOW: usize = 16;
 const MARK_BATCH: usize = 32;
 /// docs/OUTBOX.md: a kill -9 re-sends at most the window plus the unflushed marks.
-const BOUND: usize = WINDOW + MARK_BATCH - 1;
+pub(crate) const BOUND: usize = WINDOW + MARK_BATCH - 1;
 
 /// Events per crash run: 20 000 in the test command; a longer run is
 /// `CHAOS_EVENTS=200000 cargo test -p server --test it chaos -- --nocapture`.
@@ -24,7 +24,7 @@ fn events() -> i64 {
     std::env::var("CHAOS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000)
 }
 
-fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_revenant"));
     cmd.arg(role)
         .env("DATABASE_URL", db_url)
@@ -46,17 +46,17 @@ fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Child {
     cmd.spawn().expect("spawn revenant")
 }
 
-fn kill9(child: &mut Child) {
+pub(crate) fn kill9(child: &mut Child) {
     // SIGKILL: no graceful shutdown, no final marks, no releases.
     let _ = Command::new("kill").args(["-9", &child.id().to_string()]).status();
     let _ = child.wait();
 }
 
-async fn amqp() -> Connection {
+pub(crate) async fn amqp() -> Connection {
     Connection::connect(&engine::testing::amqp_url(), ConnectionProperties::default()).await.expect("amqp")
 }
 
-async fn declare(conn: &Connection, name: &str) {
+pub(crate) async fn declare(conn: &Connection, name: &str) {
     let ch = conn.create_channel().await.unwrap();
     ch.queue_declare(name.into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default())
         .await
@@ -67,7 +67,7 @@ async fn count(pool: &sqlx::PgPool, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
-async fn wait_until(what: &str, deadline: Duration, mut check: impl AsyncFnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, deadline: Duration, mut check: impl AsyncFnMut() -> bool) {
     let start = Instant::now();
     while !check().await {
         assert!(start.elapsed() < deadline, "timed out waiting for {what}");
@@ -76,7 +76,7 @@ async fn wait_until(what: &str, deadline: Duration, mut check: impl AsyncFnMut()
 }
 
 /// Reads every message on `queue` until `expected` distinct ids arrived; returns id → copies.
-async fn drain_ids(conn: &Connection, queue: &str, expected: usize) -> HashMap<String, usize> {
+pub(crate) async fn drain_ids(conn: &Connection, queue: &str, expected: usize) -> HashMap<String, usize> {
     let ch = conn.create_channel().await.unwrap();
     let mut consumer = ch
         .basic_consume(queue.into(), "chaos".into(), BasicConsumeOptions::default(), FieldTable::default())
@@ -115,7 +115,7 @@ async fn enqueue_events(pool: &sqlx::PgPool, queue: &str, n: i64) -> Vec<String>
     .unwrap()
 }
 
-fn assert_all_once_within_bound(ids: &[String], seen: &HashMap<String, usize>, bound: usize) {
+pub(crate) fn assert_all_once_within_bound(ids: &[String], seen: &HashMap<String, usize>, bound: usize) {
     let missing: Vec<&String> = ids.iter().filter(|id| !seen.contains_key(*id)).collect();
     assert!(missing.is_empty(), "{} events lost, e.g. {:?}", missing.len(), missing.first());
     let duplicates: usize = seen.values().map(|c| c - 1).sum();

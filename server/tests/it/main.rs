@@ -2,6 +2,7 @@
 
 mod audit;
 mod chaos;
+mod chaos_mapped;
 mod cli;
 mod hardening;
 mod harness;

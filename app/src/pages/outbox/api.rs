@@ -28,6 +28,8 @@ pub struct SourceHealthView {
     pub stuck: String,
     pub failed: String,
     pub stuck_after_secs: i64,
+    /// Who publishes the source: "relayed by HOST (instance …) · N/s", or why nobody does.
+    pub relay: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -52,7 +54,10 @@ pub struct OutboxPage {
     pub rows: Vec<RowView>,
     pub next: Option<String>,
     pub count: String,
-    pub native: bool,
+    /// Archive applies: Revenant's schema, or a mapped table Revenant relays.
+    pub can_archive: bool,
+    /// Finding this source's pending rows scans a large table (the index to add).
+    pub scan_warning: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -65,6 +70,8 @@ pub struct DetailView {
     pub headers: Option<String>,
     pub archived_reason: Option<String>,
     pub lease_owner: Option<String>,
+    /// Archive applies to this row's source (see [`OutboxPage::can_archive`]).
+    pub can_archive: bool,
     pub payload: BodyView,
     /// Dead letters that carry this event id as their message id (what happened downstream).
     pub downstream: Vec<(i64, String, String)>,
@@ -86,9 +93,20 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let now = chrono::Utc::now();
+    let relays = engine::heartbeats::source_relays(&state.pool).await?;
     let mut out = Vec::new();
     for src in state.sources.iter() {
         let h = engine::sources::query::health(src).await?;
+        let relay = match relays.iter().find(|r| r.source == src.name) {
+            Some(r) => format!(
+                "relayed by {} (instance {}) · {}/s",
+                r.host,
+                r.instance.get(..8).unwrap_or(&r.instance),
+                r.rate_per_sec
+            ),
+            None if src.relay => "no relay running for this source".to_string(),
+            None => "published by its own service (relay = false)".to_string(),
+        };
         out.push(SourceHealthView {
             source: h.source,
             oldest_pending_secs: h.oldest_pending.map(|t| (now - t).num_seconds()),
@@ -96,6 +114,7 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
             stuck: crate::format::count(h.stuck.n, h.stuck.capped),
             failed: crate::format::count(h.failed.n, h.failed.capped),
             stuck_after_secs: src.stuck_after.as_secs() as i64,
+            relay,
         });
     }
     Ok(out)
@@ -114,7 +133,8 @@ pub async fn outbox_list(q: OutboxQuery, after: Option<String>) -> Result<Outbox
         rows: rows.into_iter().map(server::row_view).collect(),
         next,
         count: crate::format::count(count.n, count.capped),
-        native: src.native(),
+        can_archive: src.cols.relayed,
+        scan_warning: engine::sources::query::pending_scan_warning(&src).await?,
     })
 }
 
@@ -145,6 +165,7 @@ pub async fn outbox_detail(source: String, id: String, full: bool) -> Result<Det
         headers: d.headers.map(|h| serde_json::to_string_pretty(&h).unwrap_or_default()),
         archived_reason: d.archived_reason,
         lease_owner: d.lease_owner,
+        can_archive: src.cols.relayed,
         payload: BodyView::render(&d.payload, max),
         row: server::row_view(d.summary),
         downstream,

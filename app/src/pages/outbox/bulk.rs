@@ -14,7 +14,7 @@ pub fn ActionBar(
     q: OutboxQuery,
     selected: RwSignal<BTreeSet<String>>,
     acted: RwSignal<u32>,
-    native: bool,
+    can_archive: bool,
     notice: RwSignal<Option<String>>,
 ) -> impl IntoView {
     let act = ServerAction::<OutboxAct>::new();
@@ -67,14 +67,14 @@ pub fn ActionBar(
         <div class="card px-3 py-2 mb-3 flex flex-wrap items-center gap-2 text-sm" data-testid="outbox-actions">
             <span class="muted">{move || format!("{} selected", selected.with(|s| s.len()))}</span>
             <button class="btn" disabled=none_selected on:click=move |_| on_selected("retry")>"Retry selected"</button>
-            {native.then(|| view! {
+            {can_archive.then(|| view! {
                 <input class="input w-64" placeholder="reason (needed to archive)" aria-label="archive reason"
                     prop:value=move || reason.get() on:input=move |ev| reason.set(event_target_value(&ev)) />
                 <button class="btn" disabled=none_selected on:click=move |_| on_selected2("archive")>"Archive selected"</button>
             })}
             <span class="mx-2 muted">"|"</span>
             <button class="btn" on:click=move |_| on_all("retry")>"Retry all matching…"</button>
-            {native.then(|| view! {
+            {can_archive.then(|| view! {
                 <button class="btn" on:click=move |_| on_all2("archive")>"Archive all matching…"</button>
             })}
         </div>

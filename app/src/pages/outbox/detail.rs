@@ -37,7 +37,7 @@ pub fn OutboxRowPage() -> impl IntoView {
                         view! {
                             <a class="text-sm underline" href=back>"← back to "{d.source.clone()}</a>
                             {matches!(d.row.status.as_str(), "pending" | "failed").then(|| view! {
-                                <RowActions source=d.source.clone() id=d.row.id.clone() act />
+                                <RowActions source=d.source.clone() id=d.row.id.clone() can_archive=d.can_archive act />
                             })}
                             {move || act.value().get().map(|r| match r {
                                 Ok(n) => view! { <p role="status" class="text-sm text-emerald-700 dark:text-emerald-400 my-2">{format!("{n} row changed.")}</p> }.into_any(),
@@ -91,10 +91,9 @@ pub fn OutboxRowPage() -> impl IntoView {
 
 /// Retry now / archive for this one row (operators; the server checks again).
 #[component]
-fn RowActions(source: String, id: String, act: ServerAction<OutboxAct>) -> impl IntoView {
+fn RowActions(source: String, id: String, can_archive: bool, act: ServerAction<OutboxAct>) -> impl IntoView {
     let caller = Resource::new(|| (), |_| whoami());
     let reason = RwSignal::new(String::new());
-    let native = source == "revenant";
     let (s1, i1) = (source.clone(), id.clone());
     let retry = move |_| {
         act.dispatch(OutboxAct { source: s1.clone(), action: "retry".into(), ids: vec![i1.clone()], reason: None });
@@ -117,7 +116,7 @@ fn RowActions(source: String, id: String, act: ServerAction<OutboxAct>) -> impl 
                     can.then(|| view! {
                         <div class="card px-3 py-2 my-2 flex flex-wrap gap-2 items-center text-sm" data-testid="row-actions">
                             <button class="btn btn-primary" on:click=retry>"Retry now"</button>
-                            {native.then(|| view! {
+                            {can_archive.then(|| view! {
                                 <input class="input w-72" aria-label="archive reason" placeholder="reason (needed to archive)"
                                     prop:value=move || reason.get() on:input=move |ev| reason.set(event_target_value(&ev)) />
                                 <button class="btn" on:click=archive.clone()>"Archive"</button>

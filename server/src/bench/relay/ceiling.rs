@@ -23,8 +23,8 @@ use engine::outbox::{message, store::ClaimedRow};
 pub async fn raw(pool: &PgPool, conn: &Connection, event_type: &str, window: usize) -> anyhow::Result<Duration> {
     let rows = sqlx::query_as!(
         ClaimedRow,
-        r#"SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers,
-                  created_at, attempts, next_attempt_at, now() AS "lease_expires_at!" FROM outbox
+        r#"SELECT id, event_id::text AS "event_id!", event_type, exchange, routing_key, payload, content_type,
+                  headers, created_at, attempts, next_attempt_at FROM outbox
            WHERE event_type = $1 AND status = 'pending' ORDER BY id"#,
         event_type,
     )
@@ -75,8 +75,8 @@ pub async fn one_at_a_time(pool: &PgPool, conn: &Connection, n: u32) -> anyhow::
         let mut tx = pool.begin().await?;
         let row = sqlx::query_as!(
             ClaimedRow,
-            r#"SELECT id, event_id, event_type, exchange, routing_key, payload, content_type, headers,
-                      created_at, attempts, next_attempt_at, now() AS "lease_expires_at!" FROM outbox
+            r#"SELECT id, event_id::text AS "event_id!", event_type, exchange, routing_key, payload, content_type,
+                      headers, created_at, attempts, next_attempt_at FROM outbox
                WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"#
         )
         .fetch_optional(&mut *tx)

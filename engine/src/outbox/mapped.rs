@@ -1,0 +1,285 @@
+//! Relaying a service's own outbox table (a mapped source with `relay = true`).
+//!
+//! Policy:
+//! - such a table has no lease columns, so one relay at a time publishes it: the one holding a
+//!   session-level advisory lock on the table (keyed by its oid) in the table's database.
+//!   Others stand by and try again every [`STANDBY_RETRY`]; when the holder dies its database
+//!   session ends, the lock is free, and a standby takes over;
+//! - the holder's claims run on the very connection that holds the lock, so a lost lock
+//!   shows up at the next claim (at most one poll later) and the session stops;
+//! - a claim reads due rows in id order, skipping the rows this relay still has in flight
+//!   or unmarked, and rows held back in `revenant.relay_state` (failed, archived, or waiting
+//!   for their retry); the rows are marked the way the table marks them (its flag and/or its
+//!   timestamp), attempts and errors are kept in `revenant.relay_state`;
+//! - the crash bound is the native one: a standby taking over re-sends at most the publishes
+//!   awaiting their confirm plus the unflushed marks (`window + mark_batch - 1`).
+
+use std::{
+    collections::HashSet,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+use super::store::{AttemptOutcome, ClaimedRow, FailedAttempt, StoreError};
+use crate::sources::{Source, mapping::Cols};
+
+/// How often a standby relay tries to take a mapped table's lock.
+pub const STANDBY_RETRY: Duration = Duration::from_secs(2);
+
+pub(crate) struct Mapped {
+    pub(crate) source: String,
+    table: String,
+    pool: PgPool,
+    marks_pool: PgPool,
+    claim_sql: String,
+    mark_sql: String,
+    /// The connection holding the advisory lock; claims run on it.
+    lock: tokio::sync::Mutex<Option<PgConnection>>,
+    /// Rows claimed and not yet marked or given back: never claimed twice.
+    held: Mutex<HashSet<i64>>,
+}
+
+impl Mapped {
+    pub(crate) fn new(src: &Source, marks_pool: PgPool) -> Self {
+        let c = &src.cols;
+        Self {
+            source: src.name.clone(),
+            table: c.table.clone(),
+            pool: src.pool.clone(),
+            marks_pool,
+            claim_sql: claim_sql(c),
+            mark_sql: mark_sql(c),
+            lock: tokio::sync::Mutex::new(None),
+            held: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub(crate) fn marks_pool(&self) -> &PgPool {
+        &self.marks_pool
+    }
+
+    /// Waits until this relay holds the table's lock (or `shutdown`). Returns false on shutdown.
+    pub(crate) async fn acquire(&self, shutdown: &CancellationToken) -> bool {
+        let mut slot = self.lock.lock().await;
+        if let Some(conn) = slot.as_mut() {
+            if conn.ping().await.is_ok() {
+                return true;
+            }
+            *slot = None;
+        }
+        let mut said = false;
+        let mut since = Instant::now();
+        loop {
+            if shutdown.is_cancelled() {
+                return false;
+            }
+            match self.try_lock().await {
+                Ok(Some(conn)) => {
+                    tracing::info!(source = %self.source, table = %self.table, "this relay now publishes the table");
+                    *slot = Some(conn);
+                    self.held.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    return true;
+                }
+                Ok(None) if !said || since.elapsed() > Duration::from_secs(300) => {
+                    tracing::info!(source = %self.source, table = %self.table,
+                        "another relay publishes this table; standing by to take over");
+                    (said, since) = (true, Instant::now());
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(source = %self.source, error = %e, "cannot try the relay lock; retrying"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(STANDBY_RETRY) => {}
+            }
+        }
+    }
+
+    async fn try_lock(&self) -> Result<Option<PgConnection>, sqlx::Error> {
+        let mut conn = self.pool.acquire().await?.detach();
+        let got: Option<bool> = sqlx::query_scalar!(
+            "SELECT pg_try_advisory_lock(hashtextextended('revenant.relay:' || to_regclass($1)::oid::text, 0))",
+            &self.table
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        if got == Some(true) {
+            Ok(Some(conn))
+        } else {
+            let _ = conn.close().await;
+            Ok(None)
+        }
+    }
+
+    /// Lets the lock go (clean stop): a standby takes over at its next try.
+    pub(crate) async fn unlock(&self) {
+        if let Some(conn) = self.lock.lock().await.take() {
+            let _ = conn.close().await;
+        }
+    }
+
+    pub(crate) async fn claim(&self, batch: i64) -> Result<Vec<ClaimedRow>, StoreError> {
+        // Taken before the query: a row leaves `held` only after its mark committed, so a row
+        // missing from this list is either unclaimed or already marked when the query starts.
+        let skip: Vec<i64> = self.held.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let mut slot = self.lock.lock().await;
+        let Some(conn) = slot.as_mut() else {
+            return Err(StoreError::Invalid("this relay no longer holds the table's lock".into()));
+        };
+        // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
+        let res = sqlx::query_as::<_, ClaimedRow>(sqlx::AssertSqlSafe(self.claim_sql.clone()))
+            .bind(&skip)
+            .bind(batch)
+            .fetch_all(&mut *conn)
+            .await;
+        let rows = match res {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The lock lives and dies with this connection: assume it is gone.
+                *slot = None;
+                return Err(StoreError::Db(e));
+            }
+        };
+        drop(slot);
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).extend(rows.iter().map(|r| r.id));
+        Ok(rows)
+    }
+
+    /// Rows no longer in flight (marked, given back, or a flush that failed).
+    pub(crate) fn forget(&self, ids: &[i64]) -> u64 {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        ids.iter().filter(|id| held.remove(id)).count() as u64
+    }
+
+    /// One transaction on the table's database: the published marks in one statement, the
+    /// failed attempts in another.
+    pub(crate) async fn write_marks(
+        &self,
+        published: &[i64],
+        failed: &[FailedAttempt],
+        max_attempts: i32,
+    ) -> Result<(u64, Vec<(i64, AttemptOutcome)>), StoreError> {
+        if failed.is_empty() {
+            return Ok((self.mark_published(&self.marks_pool, published).await?, Vec::new()));
+        }
+        let mut tx = self.marks_pool.begin().await?;
+        let changed = self.mark_published(&mut *tx, published).await?;
+        let outcomes = self.write_failed(&mut *tx, failed, max_attempts).await?;
+        tx.commit().await?;
+        Ok((changed, outcomes))
+    }
+
+    async fn mark_published(&self, ex: impl sqlx::PgExecutor<'_>, ids: &[i64]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(self.mark_sql.clone()))
+            .bind(ids)
+            .bind(&self.source)
+            .fetch_one(ex)
+            .await?;
+        Ok(n as u64)
+    }
+
+    /// Records failed attempts in `revenant.relay_state`: back to pending after the row's
+    /// backoff, or `failed` at `max_attempts`. An archived row stays archived.
+    pub(crate) async fn write_failed(
+        &self,
+        ex: impl sqlx::PgExecutor<'_>,
+        attempts: &[FailedAttempt],
+        max_attempts: i32,
+    ) -> Result<Vec<(i64, AttemptOutcome)>, StoreError> {
+        if attempts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = attempts.iter().map(|a| a.id).collect();
+        let reasons: Vec<String> = attempts.iter().map(|a| super::store::clip(&a.reason)).collect();
+        let retry: Vec<f64> = attempts.iter().map(|a| a.retry_in.as_secs_f64()).collect();
+        let rows = sqlx::query!(
+            "INSERT INTO revenant.relay_state AS s (source, row_id, status, attempts, last_error, next_attempt_at, updated_at)
+             SELECT $1, f.id, CASE WHEN 1 >= $5 THEN 'failed' ELSE 'pending' END, 1, f.reason,
+                    now() + make_interval(secs => f.retry), now()
+               FROM unnest($2::bigint[], $3::text[], $4::float8[]) AS f(id, reason, retry)
+             ON CONFLICT (source, row_id) DO UPDATE
+                SET attempts = s.attempts + 1, last_error = EXCLUDED.last_error,
+                    status = CASE WHEN s.status = 'archived' THEN 'archived'
+                                  WHEN s.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+                    next_attempt_at = EXCLUDED.next_attempt_at, updated_at = now()
+             RETURNING s.row_id, s.status",
+            &self.source,
+            &ids,
+            &reasons,
+            &retry,
+            max_attempts
+        )
+        .fetch_all(ex)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let outcome = match r.status.as_str() {
+                    "failed" => AttemptOutcome::Failed,
+                    "pending" => AttemptOutcome::Retry,
+                    _ => AttemptOutcome::NotOwned,
+                };
+                (r.row_id, outcome)
+            })
+            .collect())
+    }
+}
+
+/// Due rows in id order: unpublished by the table's test, not held by this relay (`$1`), not
+/// held back by the relay's state; `$2` rows at most.
+fn claim_sql(c: &Cols) -> String {
+    let id = format!("{}.{}", c.table, c.id);
+    format!(
+        "SELECT {key} AS id, coalesce({eid}, '') AS event_id, coalesce({ty}, '') AS event_type, \
+                coalesce({ex}, '') AS exchange, coalesce({rk}, '') AS routing_key, \
+                coalesce({pl}, ''::bytea) AS payload, {ct} AS content_type, {h} AS headers, \
+                coalesce({ca}, now()) AS created_at, {at} AS attempts, now() AS next_attempt_at \
+           FROM {t} \
+          WHERE {p} AND {id} <> ALL($1::bigint[]) \
+            AND NOT EXISTS (SELECT 1 FROM revenant.relay_state s \
+                             WHERE s.source = {lit} AND s.row_id = {key} \
+                               AND (s.status IN ('failed', 'archived') OR s.next_attempt_at > now())) \
+          ORDER BY {id} LIMIT $2",
+        key = c.row_key(),
+        eid = c.event_id,
+        ty = c.event_type,
+        ex = c.exchange,
+        rk = c.routing_key,
+        pl = c.payload,
+        ct = c.content_type,
+        h = c.headers,
+        ca = c.created_at,
+        at = c.attempts,
+        t = c.table,
+        p = c.pending_cond,
+        lit = c.source_literal,
+    )
+}
+
+/// Marks confirmed rows (`$1`) published the table's way, unless an operator archived them
+/// meanwhile; rows with earlier failures get `published` in the relay's state. One statement.
+fn mark_sql(c: &Cols) -> String {
+    format!(
+        "WITH marked AS ( \
+           UPDATE {t} SET {set} FROM unnest($1::bigint[]) AS revenant_marks(revenant_row) \
+            WHERE {t}.{id} = revenant_marks.revenant_row AND {p} \
+              AND NOT EXISTS (SELECT 1 FROM revenant.relay_state x WHERE x.source = $2 \
+                               AND x.row_id = revenant_marks.revenant_row AND x.status = 'archived') \
+           RETURNING revenant_marks.revenant_row AS row_id), \
+         noted AS ( \
+           UPDATE revenant.relay_state s SET status = 'published', attempts = s.attempts + 1, updated_at = now() \
+             FROM marked WHERE s.source = $2 AND s.row_id = marked.row_id) \
+         SELECT count(*)::bigint FROM marked",
+        t = c.table,
+        set = c.mark_published_set,
+        id = c.id,
+        p = c.pending_cond,
+    )
+}
