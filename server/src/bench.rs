@@ -45,6 +45,10 @@ pub enum BenchCommand {
         /// Seconds of the commit-to-confirm latency run at half the peak rate (0 skips it).
         #[arg(long, default_value_t = 10)]
         latency_secs: u64,
+        /// `revenant` (Revenant's own outbox) or `mapped` (a service's own table, made in the
+        /// throwaway database, relayed through its mapping).
+        #[arg(long, default_value = "revenant")]
+        source: String,
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
@@ -85,8 +89,8 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Relay { events, window, sample, latency_secs } => {
-            relay::run(settings, events, &window, sample, latency_secs).await
+        BenchCommand::Relay { events, window, sample, latency_secs, source } => {
+            relay::run(settings, events, &window, sample, latency_secs, &source).await
         }
         BenchCommand::Ingest { messages } => ingest::run(settings, messages).await,
         BenchCommand::Replay { messages } => replay::run(settings, messages).await,

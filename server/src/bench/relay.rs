@@ -47,6 +47,7 @@ struct Check {
 
 mod ceiling;
 mod latency;
+mod mapped;
 
 pub async fn run(
     settings: &Settings,
@@ -54,13 +55,23 @@ pub async fn run(
     windows: &[usize],
     sample: u32,
     latency_secs: u64,
+    source: &str,
 ) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        matches!(source, "revenant" | "mapped"),
+        "--source is `revenant` (Revenant's own outbox) or `mapped` (a service's own table, made in the bench's \
+         throwaway database; a bench never publishes a declared source's rows)"
+    );
     let db = Scratch::create(&settings.database_url).await?;
     let res = async {
         let conn = engine::amqp::connect(&settings.amqp_url, "revenant-bench").await?;
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         let queue = declare_queue(&ch, "revenant-bench.relay").await?;
-        let res = interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs)).await;
+        let res = if source == "mapped" {
+            interruptible(mapped::bench(settings, &db.pool, &conn, &queue, events, windows, sample)).await
+        } else {
+            interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs)).await
+        };
         delete_queues(&settings.amqp_url, std::slice::from_ref(&queue)).await;
         let _ = conn.close(200, "bench done".into()).await;
         res
