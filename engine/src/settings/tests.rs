@@ -127,3 +127,39 @@ fn a_proxy_user_header_needs_trusted_proxies() {
     e.push(("REVENANT_TRUSTED_PROXIES", "127.0.0.1"));
     assert!(build(RawFile::default(), &env_of(&e)).is_ok());
 }
+
+fn sources_error(toml_text: &str) -> String {
+    let raw: RawFile = toml::from_str(toml_text).unwrap();
+    build(raw, &env_of(BASE)).unwrap_err().to_string()
+}
+
+const MAPPED: &str = "[[outbox.sources]]\nname = \"orders\"\ntable = \"outbox_events\"\nid_column = \"id\"\n\
+    event_id_column = \"evento_id\"\ntype_column = \"tipo\"\nrouting_key_column = \"rk\"\npayload_column = \"payload\"\n\
+    created_at_column = \"criado_em\"\npublished_flag_column = \"publicado\"\nrelay = true\n";
+
+#[test]
+fn a_relayed_mapped_source_with_its_publish_keys_is_accepted() {
+    let raw: RawFile =
+        toml::from_str(&format!("{MAPPED}exchange = \"orders\"\ncontent_type = \"text/plain\"\n")).unwrap();
+    let s = build(raw, &env_of(BASE)).unwrap();
+    let m = &s.mapped_outboxes[0];
+    assert!(m.relay && !m.native);
+    assert_eq!((m.exchange.as_deref(), m.poll_ms), (Some("orders"), 250));
+}
+
+#[test]
+fn bad_source_keys_are_named_in_one_line() {
+    let both = sources_error(&format!("{MAPPED}exchange = \"x\"\nexchange_column = \"ex\"\n"));
+    assert!(both.contains("source `orders`") && both.contains("`exchange` or `exchange_column`"), "{both}");
+    let poll = sources_error(&format!("{MAPPED}poll_ms = 1\n"));
+    assert!(poll.contains("`poll_ms` = 1"), "{poll}");
+    let missing = sources_error("[[outbox.sources]]\nname = \"orders\"\ntable = \"t\"\n");
+    assert!(missing.contains("`id_column` is required"), "{missing}");
+    let native = sources_error("[[outbox.sources]]\nname = \"billing\"\nnative = true\n");
+    assert!(native.contains("`native = true` needs `database_url`"), "{native}");
+    let mixed = sources_error(
+        "[[outbox.sources]]\nname = \"billing\"\nnative = true\ndatabase_url = \"postgres://x/y\"\ntable = \"t\"\n",
+    );
+    assert!(mixed.contains("`table` does not apply to `native = true`"), "{mixed}");
+    assert!(!mixed.contains('\n'), "one line: {mixed}");
+}

@@ -327,3 +327,23 @@ async fn outbox_install_puts_revenants_schema_in_a_service_database_and_the_rela
     service.drop_db().await;
     own.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_relayed_table_without_an_integer_id_or_with_non_json_headers_is_refused_by_name() {
+    let own = fresh_db().await;
+    sqlx::raw_sql(
+        "CREATE TABLE text_ids (id text PRIMARY KEY, evento_id text, tipo text, routing_key text, payload text,
+            criado_em timestamptz, publicado boolean, cabeceras text)",
+    )
+    .execute(&own.pool)
+    .await
+    .unwrap();
+    let m =
+        MappedOutbox { database_url: None, table: "text_ids".into(), published_at_column: None, ..mapping("unused") };
+    let err = format!("{:#}", sources::open(&m, &own.pool).await.err().expect("refused"));
+    assert!(err.contains("outbox source `pedidos`") && err.contains("`id_column` = `id`"), "{err}");
+    let m = MappedOutbox { relay: false, headers_column: Some("cabeceras".into()), ..m };
+    let err = format!("{:#}", sources::open(&m, &own.pool).await.err().expect("refused"));
+    assert!(err.contains("headers_column") && err.contains("json or jsonb"), "{err}");
+    own.drop_db().await;
+}
