@@ -117,16 +117,17 @@ impl Cols {
             None => quote_ident(&table),
         };
         // The system catalog is the same in every database, so the check against Revenant's holds.
-        let columns: Vec<(String, String)> = sqlx::query!(
-            r#"SELECT a.attname::text AS "name!", a.atttypid::regtype::text AS "ty!" FROM pg_attribute a
+        let described = sqlx::query!(
+            r#"SELECT a.attname::text AS "name!", a.atttypid::regtype::text AS "ty!", a.attnotnull AS "not_null!"
+             FROM pg_attribute a
              WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped"#,
             &qualified,
         )
         .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(|r| (r.name, r.ty))
-        .collect();
+        .await?;
+        let not_null: std::collections::HashSet<String> =
+            described.iter().filter(|r| r.not_null).map(|r| r.name.clone()).collect();
+        let columns: Vec<(String, String)> = described.into_iter().map(|r| (r.name, r.ty)).collect();
         if columns.is_empty() {
             return Err(MappingError::NoTable(m.table.clone()));
         }
@@ -195,7 +196,9 @@ impl Cols {
                     want: "a boolean",
                 });
             }
-            pending.push(format!("NOT coalesce({}, false)", q(c)));
+            // Written as a partial index on the pending rows would be (`WHERE NOT publicado`), so
+            // the relay's claim and the Pending list can use one.
+            pending.push(if not_null.contains(c) { format!("NOT {}", q(c)) } else { format!("{} IS NOT TRUE", q(c)) });
             sets.push(format!("{} = true", q(c)));
         }
         if let Some(c) = &m.published_at_column {

@@ -347,3 +347,27 @@ async fn a_relayed_table_without_an_integer_id_or_with_non_json_headers_is_refus
     assert!(err.contains("headers_column") && err.contains("json or jsonb"), "{err}");
     own.drop_db().await;
 }
+
+#[tokio::test]
+async fn the_outbox_page_warns_when_finding_pending_rows_scans_a_large_table_and_not_once_indexed() {
+    let own = fresh_db().await;
+    service_table(&own.pool).await;
+    sqlx::raw_sql(
+        "DROP INDEX outbox_events_pendientes;
+         INSERT INTO outbox_events (evento_id, tipo, routing_key, payload, publicado)
+         SELECT 'ev-' || g, 't', 'q', '{}', g % 100 <> 0 FROM generate_series(1, 120000) g;
+         ANALYZE outbox_events;",
+    )
+    .execute(&own.pool)
+    .await
+    .unwrap();
+    let src = sources::open(&MappedOutbox { database_url: None, ..mapping("unused") }, &own.pool).await.unwrap();
+    let warning = query::pending_scan_warning(&src).await.unwrap().expect("a warning");
+    assert!(warning.contains("CREATE INDEX") && warning.contains("\"publicado\""), "{warning}");
+    sqlx::raw_sql("CREATE INDEX ON outbox_events (id) WHERE NOT publicado; ANALYZE outbox_events;")
+        .execute(&own.pool)
+        .await
+        .unwrap();
+    assert_eq!(query::pending_scan_warning(&src).await.unwrap(), None, "indexed: no warning");
+    own.drop_db().await;
+}

@@ -54,11 +54,30 @@ pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
 fn summary(role: &str, d: &serde_json::Value) -> String {
     let n = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
     match role {
-        "relay" => match (n("window"), n("mark_batch"), n("duplicate_bound")) {
-            (Some(w), Some(m), Some(b)) => format!("window {w} · marks in groups of ≤ {m} · a kill -9 re-sends ≤ {b}"),
-            (Some(w), _, _) => format!("window {w}"),
-            _ => String::new(),
-        },
+        "relay" => {
+            let base = match (n("window"), n("mark_batch"), n("duplicate_bound")) {
+                (Some(w), Some(m), Some(b)) => {
+                    format!("window {w} · marks in groups of ≤ {m} · a kill -9 re-sends ≤ {b}")
+                }
+                (Some(w), _, _) => format!("window {w}"),
+                _ => String::new(),
+            };
+            // Which sources this instance publishes, and which it stands by for.
+            let sources: Vec<String> = d
+                .get("sources")
+                .and_then(serde_json::Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .filter_map(|s| {
+                            let name = s.get("name")?.as_str()?;
+                            let active = s.get("active").and_then(serde_json::Value::as_bool).unwrap_or(false);
+                            Some(if active { name.to_string() } else { format!("{name} (standby)") })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            if sources.len() > 1 { format!("{base} · sources: {}", sources.join(", ")) } else { base }
+        }
         "ingest" => d
             .get("queues")
             .and_then(serde_json::Value::as_array)
