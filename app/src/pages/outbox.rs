@@ -161,7 +161,7 @@ fn RowsTable(
     let empty = p.rows.is_empty();
     view! {
         {p.scan_warning.clone().map(|w| view! {
-            <div class="card border-amber-400 px-3 py-2 mb-2 text-sm" role="status" data-testid="scan-warning">{w}</div>
+            <div class="card border-amber-400 px-3 py-2 mb-2 text-sm" data-testid="scan-warning">{w}</div>
         })}
         <div class="flex items-center gap-3 mb-2 text-sm">
             <span data-testid="outbox-count"><b>{p.count.clone()}</b>" rows match"</span>
