@@ -31,6 +31,8 @@ pub struct SourceRelay {
     pub instance: String,
     pub host: String,
     pub rate_per_sec: f64,
+    /// Whether that relay has its broker connection now.
+    pub connected: bool,
 }
 
 /// The active relay of each source, from heartbeats of the last 30 s (a relay beats every
@@ -39,7 +41,8 @@ pub async fn source_relays(db: impl PgExecutor<'_>) -> Result<Vec<SourceRelay>, 
     sqlx::query_as!(
         SourceRelay,
         r#"SELECT s->>'name' AS "source!", h.instance::text AS "instance!", h.host,
-                  coalesce((s->>'rate_per_sec')::float8, 0) AS "rate_per_sec!"
+                  coalesce((s->>'rate_per_sec')::float8, 0) AS "rate_per_sec!",
+                  coalesce((s->>'connected')::boolean, false) AS "connected!"
              FROM heartbeats h, jsonb_array_elements(coalesce(h.detail->'sources', '[]'::jsonb)) s
             WHERE h.role = 'relay' AND h.last_seen > now() - interval '30 seconds'
               AND coalesce((s->>'active')::boolean, false)

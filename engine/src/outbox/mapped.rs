@@ -80,7 +80,6 @@ impl Mapped {
                 Ok(Some(conn)) => {
                     tracing::info!(source = %self.source, table = %self.table, "this relay now publishes the table");
                     *slot = Some(conn);
-                    self.held.lock().unwrap_or_else(|p| p.into_inner()).clear();
                     return true;
                 }
                 Ok(None) if !said || since.elapsed() > Duration::from_secs(300) => {
@@ -146,6 +145,12 @@ impl Mapped {
         drop(slot);
         self.held.lock().unwrap_or_else(|p| p.into_inner()).extend(rows.iter().map(|r| r.id));
         Ok(rows)
+    }
+
+    /// Forgets every row of an ended session: its lost confirms may or may not have reached
+    /// the broker, and they are sent again (at least once), as a native lease's expiry would.
+    pub(crate) fn reset(&self) {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// Rows no longer in flight (marked, given back, or a flush that failed).

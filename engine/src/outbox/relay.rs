@@ -153,6 +153,8 @@ async fn relay_table(
             if !m.acquire(&shutdown).await {
                 break;
             }
+            // Nothing of an earlier session is in flight any more (it drained before ending).
+            m.reset();
         }
         stats.active.store(true, Relaxed);
         let started = Instant::now();

@@ -379,7 +379,7 @@ async fn shutdown_waits_for_confirms_in_flight_and_releases_the_unsent_leases() 
 }
 
 /// Closes, through the management API, every broker connection named `name`; returns how many.
-async fn kill_connections(name: &str) -> usize {
+pub(crate) async fn kill_connections(name: &str) -> usize {
     #[derive(serde::Deserialize)]
     struct Conn {
         name: String,

@@ -371,3 +371,30 @@ async fn the_outbox_page_warns_when_finding_pending_rows_scans_a_large_table_and
     assert_eq!(query::pending_scan_warning(&src).await.unwrap(), None, "indexed: no warning");
     own.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_mapped_relay_reconnects_after_the_broker_drops_its_connection_and_keeps_publishing() {
+    let s = setup().await;
+    let mut ids = insert_rows(&s.service.pool, &s.queue, 50).await;
+    let relay = start(&s.own.pool, &s.source);
+    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 50).await;
+    let instance: uuid::Uuid = sqlx::query_scalar("SELECT instance FROM heartbeats WHERE role = 'relay'")
+        .fetch_one(&s.own.pool)
+        .await
+        .unwrap();
+    let mut killed = 0;
+    for _ in 0..100 {
+        killed = super::relay::kill_connections(&format!("revenant-relay {instance} source=pedidos")).await;
+        if killed > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(killed, 1, "the mapped source's own connection was found and closed");
+    ids.extend(insert_rows(&s.service.pool, &s.queue, 50).await);
+    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 100).await;
+    relay.stop().await;
+    let seen = s.drain().await;
+    assert!(ids.iter().all(|id| seen.contains_key(id)), "every row reached the queue");
+    s.done().await;
+}

@@ -99,10 +99,10 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
         let h = engine::sources::query::health(src).await?;
         let relay = match relays.iter().find(|r| r.source == src.name) {
             Some(r) => format!(
-                "relayed by {} (instance {}) · {}/s",
+                "relayed by {} (instance {}) · {}",
                 r.host,
                 r.instance.get(..8).unwrap_or(&r.instance),
-                r.rate_per_sec
+                if r.connected { format!("{}/s", r.rate_per_sec) } else { "not connected to RabbitMQ".into() }
             ),
             None if src.relay => "no relay running for this source".to_string(),
             None => "published by its own service (relay = false)".to_string(),
