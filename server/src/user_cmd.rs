@@ -2,7 +2,7 @@
 //! here). Every change is audited as `cli:<login>`, in the same transaction as the change.
 
 use anyhow::{Context, bail};
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use engine::auth::{self, AuthError, Role};
 
 #[derive(Subcommand)]
@@ -11,9 +11,8 @@ pub enum UserCommand {
     Add {
         #[arg(long)]
         username: String,
-        /// viewer, operator or admin
-        #[arg(long)]
-        role: String,
+        #[arg(long, value_enum)]
+        role: RoleArg,
         /// Succeed without change when the user already exists.
         #[arg(long)]
         if_missing: bool,
@@ -22,8 +21,8 @@ pub enum UserCommand {
     SetRole {
         #[arg(long)]
         username: String,
-        #[arg(long)]
-        role: String,
+        #[arg(long, value_enum)]
+        role: RoleArg,
     },
     /// Disable a user (their sessions end at once).
     Disable {
@@ -42,8 +41,25 @@ pub enum UserCommand {
     },
 }
 
-fn parse_role(s: &str) -> anyhow::Result<Role> {
-    Role::parse(s).with_context(|| format!("role `{s}` is not one of viewer, operator, admin"))
+/// A role as the command line takes it: clap lists the values and refuses others by name.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    /// Reads every page.
+    Viewer,
+    /// Also retries, archives and replays.
+    Operator,
+    /// Also manages users, alert rules and contracts.
+    Admin,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Role {
+        match r {
+            RoleArg::Viewer => Role::Viewer,
+            RoleArg::Operator => Role::Operator,
+            RoleArg::Admin => Role::Admin,
+        }
+    }
 }
 
 fn read_password() -> anyhow::Result<String> {
@@ -60,7 +76,7 @@ pub async fn run(cmd: UserCommand, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let mut tx = pool.begin().await?;
     let (action, target, count) = match cmd {
         UserCommand::Add { username, role, if_missing } => {
-            let role = parse_role(&role)?;
+            let role = Role::from(role);
             let password = read_password()?;
             match auth::create_user(&mut *tx, &username, &password, role).await {
                 Ok(_) => ("user.add", username, 1),
@@ -72,7 +88,7 @@ pub async fn run(cmd: UserCommand, pool: &sqlx::PgPool) -> anyhow::Result<()> {
             }
         }
         UserCommand::SetRole { username, role } => {
-            if !auth::set_role(&mut tx, &username, parse_role(&role)?).await? {
+            if !auth::set_role(&mut tx, &username, Role::from(role)).await? {
                 bail!("no user named {username}");
             }
             ("user.set_role", username, 1)

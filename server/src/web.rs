@@ -20,6 +20,20 @@ pub fn leptos_options(settings: &engine::settings::Settings) -> LeptosOptions {
         .build()
 }
 
+/// How long one HTTP request may take.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Whether a response is one of the site's static bundles, worth compressing.
+fn static_asset(
+    _: axum::http::StatusCode,
+    _: axum::http::Version,
+    headers: &axum::http::HeaderMap,
+    _: &axum::http::Extensions,
+) -> bool {
+    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    ["application/wasm", "text/css", "text/javascript", "application/javascript"].iter().any(|t| ct.starts_with(t))
+}
+
 pub fn router(state: ServerState) -> Router {
     let routes = generate_route_list(App);
     let app_state = state.app.clone();
@@ -35,8 +49,18 @@ pub fn router(state: ServerState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::csrf))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::hosts))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::headers))
+        // A request still unanswered after this long gets 408 instead of holding a connection
+        // (and a database connection) forever; the slowest real action, freezing a large
+        // selection, takes seconds.
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
         // A panic in a handler answers 500 (and is logged) instead of dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
+        // The wasm, JavaScript and CSS bundles only: pages and server-function answers stay as
+        // they are (compressing those broke the action journeys' status lines; docs/ARCHITECTURE.md).
+        .layer(tower_http::compression::CompressionLayer::new().compress_when(static_asset))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
             let path = req
                 .extensions()
