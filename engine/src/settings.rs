@@ -6,6 +6,7 @@
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
+pub use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -166,8 +167,9 @@ fn default_stuck_secs() -> i64 {
 
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub database_url: String,
-    pub amqp_url: String,
+    /// Secret: it may carry a password; `{:?}` of the settings prints `[REDACTED]`.
+    pub database_url: SecretString,
+    pub amqp_url: SecretString,
     pub bind: SocketAddr,
     pub log_format: LogFormat,
     pub site_root: String,
@@ -177,7 +179,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub outbox_stuck_after: Duration,
     pub mapped_outboxes: Vec<MappedOutbox>,
-    pub management_url: Option<String>,
+    pub management_url: Option<SecretString>,
     /// The console's public URL, for links in alerts (e.g. https://revenant.example.com).
     pub public_url: Option<String>,
     pub alerts_tick: Duration,
@@ -186,7 +188,7 @@ pub struct Settings {
     /// The RabbitMQ vhost the Topology page checks (default: the one in AMQP_URL).
     pub topology_vhost: String,
     /// When set, `/metrics` needs `Authorization: Bearer <token>`.
-    pub metrics_token: Option<String>,
+    pub metrics_token: Option<SecretString>,
     /// Serve `/metrics` without a token even when `public_url` is set (by default it then
     /// needs `metrics_token`).
     pub metrics_public: bool,
@@ -493,15 +495,15 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         false,
     )?;
     Ok(Settings {
-        metrics_token,
+        metrics_token: metrics_token.map(SecretString::from),
         metrics_public,
         allow_private_webhooks,
         public_url,
         alerts_tick,
         contracts: raw.contracts,
         topology_vhost,
-        database_url,
-        amqp_url,
+        database_url: database_url.into(),
+        amqp_url: amqp_url.into(),
         bind,
         log_format,
         site_root,
@@ -511,7 +513,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         auth,
         outbox_stuck_after,
         mapped_outboxes: raw.outbox.sources,
-        management_url,
+        management_url: management_url.map(SecretString::from),
     })
 }
 

@@ -2,6 +2,7 @@
 //! off, the relay, ingester and alert evaluator in the same process; each role can also run
 //! alone, and several copies of each can run against the same databases and broker.
 
+use engine::settings::ExposeSecret;
 use server::{roles, telemetry, user_cmd, web};
 
 use std::process::ExitCode;
@@ -106,7 +107,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate => {
-            let pool = engine::db::connect(&settings.database_url, 2).await?;
+            let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;
             engine::db::migrate(&pool).await?;
             tracing::info!("migrations applied");
             Ok(())
@@ -119,7 +120,7 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         Command::Outbox(OutboxCommand::Install { .. }) => anyhow::bail!("outbox install runs before the settings load"),
         Command::Bench(cmd) => server::bench::run(cmd, &settings).await,
         Command::User(cmd) => {
-            let pool = engine::db::connect(&settings.database_url, 2).await?;
+            let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;
             engine::db::migrate(&pool).await?;
             user_cmd::run(cmd, &pool).await
         }
@@ -156,10 +157,10 @@ fn outbox_install(url: &str) -> ExitCode {
 }
 
 async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> {
-    let pool = engine::db::connect(&settings.database_url, 5).await?;
+    let pool = engine::db::connect(settings.database_url.expose_secret(), 5).await?;
     engine::db::migrate(&pool).await?;
     if reset {
-        let summary = engine::demo::reset(&pool, &settings.amqp_url).await?;
+        let summary = engine::demo::reset(&pool, settings.amqp_url.expose_secret()).await?;
         println!("demo removed: {summary:?}");
         return Ok(());
     }
@@ -171,7 +172,7 @@ async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> 
         shutdown_signal().await;
         stop.cancel();
     });
-    engine::demo::run(pool, settings.amqp_url.clone(), rate, shutdown).await
+    engine::demo::run(pool, settings.amqp_url.expose_secret().to_string(), rate, shutdown).await
 }
 
 /// Two alert rules so the demo's outages page someone; kept if they already exist.
@@ -204,7 +205,7 @@ async fn seed_demo_rules(pool: &sqlx::PgPool) {
 }
 
 async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()> {
-    let pool = engine::db::connect(&settings.database_url, 10).await?;
+    let pool = engine::db::connect(settings.database_url.expose_secret(), 10).await?;
     engine::db::migrate(&pool).await?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut set = tokio::task::JoinSet::new();
@@ -220,7 +221,7 @@ async fn run_roles(settings: Settings, which: roles::Which) -> anyhow::Result<()
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let pool = engine::db::connect(&settings.database_url, 20).await?;
+    let pool = engine::db::connect(settings.database_url.expose_secret(), 20).await?;
     engine::db::migrate(&pool).await?;
     let sources = engine::sources::open_all(&settings, &pool).await?;
     let listener = tokio::net::TcpListener::bind(settings.bind)

@@ -52,7 +52,7 @@ pub fn metrics_allowed(settings: &engine::settings::Settings, authorization: Opt
     match &settings.metrics_token {
         Some(token) => {
             use subtle::ConstantTimeEq;
-            let want = format!("Bearer {token}");
+            let want = format!("Bearer {}", engine::settings::ExposeSecret::expose_secret(token));
             // Compared in constant time: the length leaks, the token does not.
             let same: bool = want.as_bytes().ct_eq(authorization.unwrap_or("").as_bytes()).into();
             if same { Ok(()) } else { Err("metrics need the bearer token (metrics_token)\n") }

@@ -1,6 +1,7 @@
 //! Background roles: the outbox relay, the dead-letter ingester and its depth sampler. Each
 //! runs inside `serve` unless switched off, or alone as its own subcommand.
 
+use engine::settings::ExposeSecret;
 use std::{sync::Arc, time::Duration};
 
 use engine::{
@@ -33,15 +34,17 @@ impl Which {
 }
 
 pub fn alert_settings(s: &Settings) -> engine::alerts::AlertSettings {
-    let topology = s.management_url.clone().map(|management_url| engine::alerts::TopologyProbe {
-        management_url,
-        vhost: s.topology_vhost.clone(),
-        config_contracts: s
-            .contracts
-            .iter()
-            .filter_map(|c| engine::topology::contract::Level::parse(&c.level).map(|l| (c.pattern.clone(), l)))
-            .collect(),
-        ingest_queues: s.ingest.queues.clone(),
+    let topology = s.management_url.as_ref().map(|u| u.expose_secret().to_string()).map(|management_url| {
+        engine::alerts::TopologyProbe {
+            management_url,
+            vhost: s.topology_vhost.clone(),
+            config_contracts: s
+                .contracts
+                .iter()
+                .filter_map(|c| engine::topology::contract::Level::parse(&c.level).map(|l| (c.pattern.clone(), l)))
+                .collect(),
+            ingest_queues: s.ingest.queues.clone(),
+        }
     });
     engine::alerts::AlertSettings {
         tick: s.alerts_tick,
@@ -68,7 +71,7 @@ pub fn spawn(
     if which.replay {
         let fut = engine::replay::publisher::run(
             pool.clone(),
-            settings.amqp_url.clone(),
+            settings.amqp_url.expose_secret().to_string(),
             stats.replay.clone(),
             shutdown.clone(),
         );
@@ -77,7 +80,7 @@ pub fn spawn(
     if which.relay {
         let fut = engine::outbox::relay::run_all(
             pool.clone(),
-            settings.amqp_url.clone(),
+            settings.amqp_url.expose_secret().to_string(),
             settings.relay.clone(),
             stats.relay.clone(),
             engine::outbox::relay::relayed(sources),
@@ -91,7 +94,7 @@ pub fn spawn(
         } else {
             let fut = engine::dead_letter::ingest::run(
                 pool.clone(),
-                settings.amqp_url.clone(),
+                settings.amqp_url.expose_secret().to_string(),
                 settings.ingest.clone(),
                 stats.ingest.clone(),
                 shutdown.clone(),
@@ -99,8 +102,8 @@ pub fn spawn(
             set.spawn(async move { ("ingest", fut.await) });
             let sampler = engine::dead_letter::depth::run_sampler(
                 pool.clone(),
-                settings.amqp_url.clone(),
-                settings.management_url.clone(),
+                settings.amqp_url.expose_secret().to_string(),
+                settings.management_url.as_ref().map(|u| u.expose_secret().to_string()),
                 settings.ingest.queues.clone(),
                 Duration::from_secs(10),
                 shutdown.clone(),

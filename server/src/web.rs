@@ -1,5 +1,6 @@
 //! The web console: axum router with Leptos pages, server functions, probes and assets.
 
+use engine::settings::ExposeSecret;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -92,7 +93,10 @@ pub fn app_state(
     sources: Vec<engine::sources::Source>,
     stats: crate::roles::Stats,
 ) -> AppState {
-    let broker = Arc::new(engine::health::BrokerProbe::new(&settings.amqp_url, settings.management_url.as_deref()));
+    let broker = Arc::new(engine::health::BrokerProbe::new(
+        settings.amqp_url.expose_secret(),
+        settings.management_url.as_ref().map(|u| u.expose_secret()),
+    ));
     AppState {
         broker,
         pool,

@@ -163,3 +163,17 @@ fn bad_source_keys_are_named_in_one_line() {
     assert!(mixed.contains("`table` does not apply to `native = true`"), "{mixed}");
     assert!(!mixed.contains('\n'), "one line: {mixed}");
 }
+
+#[test]
+fn printing_the_settings_never_shows_a_password_or_token() {
+    let e = [
+        ("DATABASE_URL", "postgres://revenant:pg-hunter2@db/revenant"),
+        ("AMQP_URL", "amqp://revenant:mq-hunter2@mq/%2f"),
+        ("REVENANT_MANAGEMENT_URL", "http://admin:mgmt-hunter2@mq:15672"),
+        ("REVENANT_METRICS_TOKEN", "tok-hunter2"),
+    ];
+    let s = build(RawFile::default(), &env_of(&e)).unwrap();
+    let printed = format!("{s:?}");
+    assert!(!printed.contains("hunter2"), "{printed}");
+    assert_eq!(s.amqp_url.expose_secret(), "amqp://revenant:mq-hunter2@mq/%2f", "the value is kept for use");
+}

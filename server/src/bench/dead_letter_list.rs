@@ -11,6 +11,7 @@
 
 mod fill;
 
+use engine::settings::ExposeSecret;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -54,7 +55,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     anyhow::ensure!(rows >= 10_000 && runs >= 1, "use at least 10 000 rows and 1 run");
     if let Some(name) = database {
-        let opts = engine::db::options(&settings.database_url)?.database(&name);
+        let opts = engine::db::options(settings.database_url.expose_secret())?.database(&name);
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
             .connect_with(opts)
@@ -64,7 +65,7 @@ pub async fn run(
         println!("dead-letter-list bench: reusing {name} ({rows} rows)");
         return interruptible(probes(&pool, rows, runs)).await;
     }
-    let db = Scratch::create(&settings.database_url).await?;
+    let db = Scratch::create(settings.database_url.expose_secret()).await?;
     let res = interruptible(async {
         load(&db.pool, rows, runs).await?;
         probes(&db.pool, rows, runs).await

@@ -9,6 +9,7 @@
 //! Each storing run is checked by message id (lost, stored twice, unexpected); the last two
 //! lines are the ratios.
 
+use engine::settings::ExposeSecret;
 use std::{
     collections::HashSet,
     sync::{Arc, atomic::Ordering::Relaxed},
@@ -45,9 +46,9 @@ const ERRORS: [(&str, &str); 4] = [
 ];
 
 pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
-    let db = Scratch::create(&settings.database_url).await?;
+    let db = Scratch::create(settings.database_url.expose_secret()).await?;
     let res = async {
-        let conn = engine::amqp::connect(&settings.amqp_url, "revenant-bench").await?;
+        let conn = engine::amqp::connect(settings.amqp_url.expose_secret(), "revenant-bench").await?;
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
         let mut queues = Vec::new();
@@ -65,7 +66,7 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
             let q = Queues { ack_only: &queues[0], ingest: &queues[1], one_at_a_time: &queues[2] };
             res = interruptible(bench(settings, &db.pool, &conn, &ch, q, messages)).await;
         }
-        delete_queues(&settings.amqp_url, &queues).await;
+        delete_queues(settings.amqp_url.expose_secret(), &queues).await;
         let _ = conn.close(200, "bench done".into()).await;
         res
     }
@@ -157,7 +158,13 @@ async fn ingest(settings: &Settings, pool: &PgPool, queue: &str, n: u32) -> anyh
     let cfg = IngestSettings { queues: vec![queue.to_string()], ..settings.ingest.clone() };
     let stop = CancellationToken::new();
     let start = Instant::now();
-    let handle = tokio::spawn(ingest::run(pool.clone(), settings.amqp_url.clone(), cfg, stats.clone(), stop.clone()));
+    let handle = tokio::spawn(ingest::run(
+        pool.clone(),
+        settings.amqp_url.expose_secret().to_string(),
+        cfg,
+        stats.clone(),
+        stop.clone(),
+    ));
     let s = stats.clone();
     let waited = wait_until(
         "ingest",

@@ -7,6 +7,7 @@
 //! ([`engine::sources::query`]), run once to warm up, then `runs` times; the target is a
 //! p99 of at most 100 ms at 1 M and at 10 M rows.
 
+use engine::settings::ExposeSecret;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -36,7 +37,7 @@ enum Probe {
 
 pub async fn run(settings: &Settings, rows: i64, runs: usize) -> anyhow::Result<()> {
     anyhow::ensure!(rows >= 1_000 && runs >= 1, "use at least 1 000 rows and 1 run");
-    let db = Scratch::create(&settings.database_url).await?;
+    let db = Scratch::create(settings.database_url.expose_secret()).await?;
     let src = Source {
         name: NATIVE.into(),
         pool: db.pool.clone(),

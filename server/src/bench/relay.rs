@@ -7,6 +7,7 @@
 //! queue is drained and each `message_id` checked against the run's event ids: a lost or a
 //! doubled message shows in the table, not only a rate.
 
+use engine::settings::ExposeSecret;
 use std::{
     collections::HashSet,
     sync::{Arc, atomic::Ordering::Relaxed},
@@ -62,9 +63,9 @@ pub async fn run(
         "--source is `revenant` (Revenant's own outbox) or `mapped` (a service's own table, made in the bench's \
          throwaway database; a bench never publishes a declared source's rows)"
     );
-    let db = Scratch::create(&settings.database_url).await?;
+    let db = Scratch::create(settings.database_url.expose_secret()).await?;
     let res = async {
-        let conn = engine::amqp::connect(&settings.amqp_url, "revenant-bench").await?;
+        let conn = engine::amqp::connect(settings.amqp_url.expose_secret(), "revenant-bench").await?;
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         let queue = declare_queue(&ch, "revenant-bench.relay").await?;
         let res = if source == "mapped" {
@@ -72,7 +73,7 @@ pub async fn run(
         } else {
             interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs)).await
         };
-        delete_queues(&settings.amqp_url, std::slice::from_ref(&queue)).await;
+        delete_queues(settings.amqp_url.expose_secret(), std::slice::from_ref(&queue)).await;
         let _ = conn.close(200, "bench done".into()).await;
         res
     }
@@ -257,7 +258,13 @@ async fn relay_run(
     let cfg = engine::settings::RelaySettings { window, ..settings.relay.clone() };
     let stats = Arc::new(RelayStats::default());
     let stop = CancellationToken::new();
-    let handle = tokio::spawn(relay::run(pool.clone(), settings.amqp_url.clone(), cfg, stats.clone(), stop.clone()));
+    let handle = tokio::spawn(relay::run(
+        pool.clone(),
+        settings.amqp_url.expose_secret().to_string(),
+        cfg,
+        stats.clone(),
+        stop.clone(),
+    ));
     // The clock starts once the relay has its channel, as raw's does: connecting is not
     // throughput, and it weighs on the short window-1 runs.
     let connecting = Instant::now();

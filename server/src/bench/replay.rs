@@ -11,6 +11,7 @@
 //! kernel allows) is printed, so a run of 100 000 shows what the publisher holds. The last
 //! line is always `ratio replay/raw: X.XX`.
 
+use engine::settings::ExposeSecret;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,14 +31,14 @@ use super::{Scratch, declare_queue, delete_queues, interruptible, per_sec};
 const BODY: usize = 1024;
 
 pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
-    let db = Scratch::create(&settings.database_url).await?;
-    let conn = engine::amqp::connect(&settings.amqp_url, "revenant-bench").await?;
+    let db = Scratch::create(settings.database_url.expose_secret()).await?;
+    let conn = engine::amqp::connect(settings.amqp_url.expose_secret(), "revenant-bench").await?;
     let ch = conn.create_channel().await.context("cannot open a channel")?;
     ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
     let raw = declare_queue(&ch, "revenant-bench.raw").await?;
     let target = declare_queue(&ch, "revenant-bench.replayed").await?;
     let res = interruptible(bench(settings, &db, &conn, &ch, &raw, &target, messages)).await;
-    delete_queues(&settings.amqp_url, &[raw, target]).await;
+    delete_queues(settings.amqp_url.expose_secret(), &[raw, target]).await;
     let _ = conn.close(200, "bench done".into()).await;
     db.drop_db().await;
     // After the clean-up, whose logs would otherwise come after it: the ratio is the last line.
@@ -145,7 +146,7 @@ async fn bench(
     let started = Instant::now();
     let publisher = tokio::spawn(replay::publisher::run_with(
         db.pool.clone(),
-        settings.amqp_url.clone(),
+        settings.amqp_url.expose_secret().to_string(),
         cfg,
         stats.clone(),
         stop.clone(),

@@ -1,5 +1,7 @@
 //! Server functions of the Dead letters pages, and what they return.
 
+#[cfg(feature = "ssr")]
+use engine::settings::ExposeSecret;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -169,7 +171,7 @@ pub async fn dl_queues() -> Result<Vec<QueueView>, AppError> {
 pub async fn dl_discovered() -> Result<Vec<String>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
-    let Some(url) = state.settings.management_url.as_deref() else { return Ok(Vec::new()) };
+    let Some(url) = state.settings.management_url.as_ref().map(|u| u.expose_secret()) else { return Ok(Vec::new()) };
     let http = engine::topology::http_client().map_err(AppError::internal)?;
     let watched: std::collections::HashSet<String> = state.settings.ingest.queues.iter().cloned().collect();
     let report =

@@ -1,6 +1,8 @@
 //! Server functions of the Topology page, what they return, and the pure ordering and
 //! counting the page does on it (shared by server and browser, tested without I/O).
 
+#[cfg(feature = "ssr")]
+use engine::settings::ExposeSecret;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -162,7 +164,7 @@ pub async fn topology_report() -> Result<TopologyView, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let s = &state.settings;
-    let Some(url) = s.management_url.as_deref() else {
+    let Some(url) = s.management_url.as_ref().map(|u| u.expose_secret()) else {
         let r = engine::topology::unreachable_report(&s.topology_vhost, server::MANAGEMENT_OFF);
         return Ok(server::report_view(r, true));
     };

@@ -7,6 +7,7 @@
 //! confirm. The figure is therefore an upper bound of commit-to-confirm: it includes the
 //! NOTIFY wake-up, the claim, the publish, the confirm and up to one mark flush.
 
+use engine::settings::ExposeSecret;
 use std::{
     sync::{Arc, atomic::Ordering::Relaxed},
     time::{Duration, Instant},
@@ -43,7 +44,13 @@ pub async fn run(
     let cfg = engine::settings::RelaySettings { window, ..settings.relay.clone() };
     let stats = Arc::new(RelayStats::default());
     let stop = CancellationToken::new();
-    let handle = tokio::spawn(relay::run(pool.clone(), settings.amqp_url.clone(), cfg, stats.clone(), stop.clone()));
+    let handle = tokio::spawn(relay::run(
+        pool.clone(),
+        settings.amqp_url.expose_secret().to_string(),
+        cfg,
+        stats.clone(),
+        stop.clone(),
+    ));
     // Let the relay connect before the clock that matters starts.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let tick = Duration::from_millis(10);

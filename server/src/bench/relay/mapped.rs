@@ -5,6 +5,7 @@
 //! The table is made in the bench's throwaway database, never a declared source's: a bench
 //! must not publish a live service's rows.
 
+use engine::settings::ExposeSecret;
 use std::{
     collections::HashSet,
     sync::{Arc, atomic::Ordering::Relaxed},
@@ -112,7 +113,7 @@ pub async fn bench(
         let stop = CancellationToken::new();
         let handle = tokio::spawn(relay::run_all(
             pool.clone(),
-            settings.amqp_url.clone(),
+            settings.amqp_url.expose_secret().to_string(),
             cfg,
             Arc::default(),
             vec![r],

@@ -2,6 +2,7 @@
 
 use engine::auth::Principal;
 use engine::replay::{self, CreatePlan, Selection, Target, lineage::Event};
+use engine::settings::ExposeSecret;
 
 use super::*;
 
@@ -81,7 +82,7 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
 
 pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, AppError> {
     let state = crate::state::app_state()?;
-    let p = replay::preview::preview(&state.pool, &state.settings.amqp_url, &selection(s)?, &target(t)?)
+    let p = replay::preview::preview(&state.pool, state.settings.amqp_url.expose_secret(), &selection(s)?, &target(t)?)
         .await
         .map_err(replay_error)?;
     Ok(PreviewView {
