@@ -52,6 +52,12 @@ pub struct ReplayCounters {
     pub failed: u64,
     /// Publishes the broker returned as unroutable.
     pub returned: u64,
+    /// Plans this instance is sending now.
+    pub plans_running: u64,
+    /// Plans paused automatically because replayed messages died again.
+    pub auto_paused: u64,
+    /// Whether the replay publisher has its broker connection.
+    pub connected: bool,
 }
 
 /// What the database knows; the server adds its process counters at render time.
@@ -71,21 +77,19 @@ pub struct Counters<'a> {
 }
 
 pub async fn collect(pool: &PgPool, sources: &[Source]) -> Result<MetricsInput, sqlx::Error> {
-    let rows: Vec<(String, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
-        "WITH latest AS (
+    let queues = sqlx::query_as!(
+        QueueMetrics,
+        r#"WITH latest AS (
              SELECT DISTINCT ON (queue) queue, ready, unacked FROM queue_samples ORDER BY queue, at DESC
          ), awaiting AS (
              SELECT queue, count(*) AS n FROM dead_letters WHERE status = 'awaiting' GROUP BY queue
          )
-         SELECT coalesce(l.queue, a.queue), l.ready, l.unacked, coalesce(a.n, 0)
-         FROM latest l FULL JOIN awaiting a ON a.queue = l.queue ORDER BY 1",
+         SELECT coalesce(l.queue, a.queue) AS "queue!", l.ready AS "ready?", l.unacked AS "unacked?",
+                coalesce(a.n, 0) AS "awaiting!"
+         FROM latest l FULL JOIN awaiting a ON a.queue = l.queue ORDER BY 1"#
     )
     .fetch_all(pool)
     .await?;
-    let queues = rows
-        .into_iter()
-        .map(|(queue, ready, unacked, awaiting)| QueueMetrics { queue, ready, unacked, awaiting })
-        .collect();
     let mut out = Vec::with_capacity(sources.len());
     for src in sources {
         // One source's database being down must not take the whole scrape with it.
@@ -264,6 +268,24 @@ pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
         o.single("revenant_replay_sent_total", "counter", "Replays published and confirmed.", r.sent as f64);
         o.single("revenant_replay_failed_total", "counter", "Replay attempts that failed.", r.failed as f64);
         o.single("revenant_replay_returned_total", "counter", "Replays returned as unroutable.", r.returned as f64);
+        o.single(
+            "revenant_replay_plans_running",
+            "gauge",
+            "Replay plans this instance is sending now.",
+            r.plans_running as f64,
+        );
+        o.single(
+            "revenant_replay_auto_paused_total",
+            "counter",
+            "Replay plans paused automatically because replayed messages died again.",
+            r.auto_paused as f64,
+        );
+        o.single(
+            "revenant_replay_connected",
+            "gauge",
+            "1 when the replay publisher has its broker connection.",
+            if r.connected { 1.0 } else { 0.0 },
+        );
     }
 
     o.family("revenant_alert_rules", "gauge", "Enabled alert rules by state.");

@@ -87,6 +87,9 @@ pub async fn metrics(State(state): State<ServerState>, headers: axum::http::Head
             sent: replay.sent,
             failed: replay.failed,
             returned: replay.returned,
+            plans_running: replay.plans_running,
+            auto_paused: replay.auto_paused,
+            connected: replay.connected,
         }),
     };
     let body = engine::metrics::render(&input, counters);

@@ -150,7 +150,7 @@ fn the_confirm_latency_histogram_is_cumulative_and_ends_with_inf_equal_to_count(
         relay.observe_confirm_latency(Duration::from_millis(ms));
     }
     relay.published.fetch_add(6, std::sync::atomic::Ordering::Relaxed);
-    let replay = ReplayCounters { sent: 3, failed: 1, returned: 0 };
+    let replay = ReplayCounters { sent: 3, failed: 1, returned: 0, plans_running: 2, auto_paused: 1, connected: true };
     let text =
         render(&MetricsInput::default(), Counters { relay: Some(&relay), replay: Some(replay), ..Counters::default() });
     let samples = parse(&text);
@@ -165,4 +165,7 @@ fn the_confirm_latency_histogram_is_cumulative_and_ends_with_inf_equal_to_count(
     assert_eq!(buckets.iter().find(|b| b.0 == "0.005").unwrap().1, 3.0);
     assert_eq!(value(&samples, "revenant_relay_published_total", None), Some(6.0));
     assert_eq!(value(&samples, "revenant_replay_failed_total", None), Some(1.0));
+    assert_eq!(value(&samples, "revenant_replay_plans_running", None), Some(2.0));
+    assert_eq!(value(&samples, "revenant_replay_auto_paused_total", None), Some(1.0));
+    assert_eq!(value(&samples, "revenant_replay_connected", None), Some(1.0));
 }
