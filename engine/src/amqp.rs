@@ -4,6 +4,8 @@
 //! a reason to reconnect from scratch with backoff, because a recovered connection does
 //! not replay their consumer and confirm state in a way they could rely on.
 
+pub mod reconnect;
+
 use anyhow::Context;
 use lapin::{Connection, ConnectionProperties};
 

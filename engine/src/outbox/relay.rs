@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use super::stats::RelayStats;
-use super::{backoff::Backoff, mapped::Mapped, marks, session::Session, table::Table};
+use super::{mapped::Mapped, marks, session::Session, table::Table};
 use crate::{settings::RelaySettings, sources::Source};
 
 pub use super::store::NOTIFY_CHANNEL;
@@ -138,8 +138,7 @@ async fn relay_table(
     shutdown: CancellationToken,
 ) {
     let mut listener = table.listen().await;
-    let reconnect = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
-    let mut failures = 0u32;
+    let mut reconnect = crate::amqp::reconnect::Reconnect::new(format!("relay {owner} source {source}"));
     // The instance id in the connection name lets an operator match a broker connection to
     // its heartbeat row.
     let conn_name = if source == crate::sources::NATIVE {
@@ -171,17 +170,8 @@ async fn relay_table(
             Err(e) => Err(e),
         };
         let Err(e) = outcome else { break };
-        // A session that ran a while was healthy; start the backoff over.
-        if started.elapsed() > Duration::from_secs(60) {
-            failures = 0;
-        }
-        failures = failures.saturating_add(1);
-        let wait = reconnect.delay(failures).max(Duration::from_millis(100));
-        tracing::warn!(instance = %owner, %source, error = %format!("{e:#}"), retry_in_ms = wait.as_millis() as u64,
-            "relay session ended; reconnecting");
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(wait) => {}
+        if !reconnect.wait(started, &e, &shutdown).await {
+            break;
         }
     }
     if let Table::Mapped(m) = &table {

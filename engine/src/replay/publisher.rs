@@ -29,7 +29,6 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{items, sender, stats::ReplayStats};
-use crate::outbox::backoff::Backoff;
 
 pub use super::config::PublisherConfig;
 
@@ -61,8 +60,7 @@ pub async fn run_with(
         max_plans = cfg.max_plans,
         "replay publisher starting"
     );
-    let reconnect = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
-    let mut failures = 0u32;
+    let mut reconnect = crate::amqp::reconnect::Reconnect::new(format!("replay publisher {owner}"));
     let conn_name = format!("revenant-replay {owner}");
     while !shutdown.is_cancelled() {
         let started = Instant::now();
@@ -78,15 +76,8 @@ pub async fn run_with(
             Err(e) => Err(e),
         };
         let Err(e) = outcome else { break };
-        if started.elapsed() > Duration::from_secs(60) {
-            failures = 0;
-        }
-        failures = failures.saturating_add(1);
-        let wait = reconnect.delay(failures).max(Duration::from_millis(100));
-        tracing::warn!(instance = %owner, error = %format!("{e:#}"), retry_in_ms = wait.as_millis() as u64, "replay publisher lost the broker; reconnecting");
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(wait) => {}
+        if !reconnect.wait(started, &e, &shutdown).await {
+            break;
         }
     }
     tracing::info!(instance = %owner, "replay publisher stopped");
