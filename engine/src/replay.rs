@@ -26,6 +26,7 @@ pub mod broker;
 pub mod config;
 pub mod edit;
 pub mod edit_log;
+mod heartbeat;
 pub mod items;
 pub mod lineage;
 pub mod marks;

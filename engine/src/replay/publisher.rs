@@ -62,6 +62,8 @@ pub async fn run_with(
     );
     let mut reconnect = crate::amqp::reconnect::Reconnect::new(format!("replay publisher {owner}"));
     let conn_name = format!("revenant-replay {owner}");
+    let hb_stop = CancellationToken::new();
+    let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.clone(), stats.clone(), hb_stop.clone()));
     while !shutdown.is_cancelled() {
         let started = Instant::now();
         let outcome = match crate::amqp::connect(&amqp_url, &conn_name).await {
@@ -80,6 +82,8 @@ pub async fn run_with(
             break;
         }
     }
+    hb_stop.cancel();
+    let _ = hb.await;
     tracing::info!(instance = %owner, "replay publisher stopped");
     Ok(())
 }

@@ -78,6 +78,10 @@ fn summary(role: &str, d: &serde_json::Value) -> String {
                 .unwrap_or_default();
             if sources.len() > 1 { format!("{base} · sources: {}", sources.join(", ")) } else { base }
         }
+        "replay" => match (n("plans_running"), n("sent"), n("failed")) {
+            (Some(p), Some(s), Some(f)) => format!("plans running {p} · sent {s} · failed {f}"),
+            _ => String::new(),
+        },
         "ingest" => d
             .get("queues")
             .and_then(serde_json::Value::as_array)

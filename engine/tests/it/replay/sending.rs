@@ -207,3 +207,27 @@ async fn the_rate_limit_spaces_the_messages_of_a_plan() {
     assert!(span >= 1.5, "20 messages at 10/s took only {span:.2} s");
     env.delete().await;
 }
+
+#[tokio::test]
+async fn the_replay_publisher_reports_itself_in_heartbeats_and_says_when_it_stopped() {
+    let db = engine::testing::fresh_db().await;
+    let publisher = Publisher::start(&db.pool);
+    let mut detail = None;
+    for _ in 0..200 {
+        detail = sqlx::query_scalar::<_, serde_json::Value>("SELECT detail FROM heartbeats WHERE role = 'replay'")
+            .fetch_optional(&db.pool)
+            .await
+            .unwrap();
+        if detail.as_ref().is_some_and(|d| d["connected"] == true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let detail = detail.expect("a replay heartbeat row");
+    assert_eq!(detail["plans_running"], 0, "{detail}");
+    publisher.stop().await;
+    let stopped: serde_json::Value =
+        sqlx::query_scalar("SELECT detail FROM heartbeats WHERE role = 'replay'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(stopped["stopped"], true, "a clean stop is written: {stopped}");
+    db.drop_db().await;
+}
