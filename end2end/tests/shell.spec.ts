@@ -42,3 +42,14 @@ test("a crafted next= after sign-in stays on the console", async ({ page, baseUR
     expect(new URL(page.url()).origin, next).toBe(origin);
   }
 });
+
+test("the nav's links load their lists in the browser (client-side navigation, no server render)", async ({ page }) => {
+  await signIn(page, "viewer");
+  await page.goto("/");
+  await page.getByRole("link", { name: "Outbox", exact: true }).first().click();
+  await expect(page.getByTestId("outbox-count")).toContainText("rows match");
+  await expect(page.getByRole("alert")).toHaveCount(0);
+  await page.getByRole("link", { name: "Dead letters", exact: true }).first().click();
+  await expect(page.getByTestId("dl-count")).toContainText("messages match");
+  await expect(page.getByRole("alert")).toHaveCount(0);
+});

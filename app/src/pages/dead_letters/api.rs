@@ -185,7 +185,7 @@ pub async fn dl_discovered() -> Result<Vec<String>, AppError> {
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/list")]
-pub async fn dl_list(q: DlQuery, after: Option<String>) -> Result<DlPage, AppError> {
+pub async fn dl_list(#[server(default)] q: DlQuery, after: Option<String>) -> Result<DlPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     server::list(&q, after.as_deref()).await
 }
@@ -212,7 +212,7 @@ pub async fn dl_archive(ids: Vec<i64>, reason: String) -> Result<u64, AppError> 
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/freeze-archive")]
-pub async fn dl_freeze_archive(q: DlQuery, reason: String) -> Result<FrozenView, AppError> {
+pub async fn dl_freeze_archive(#[server(default)] q: DlQuery, reason: String) -> Result<FrozenView, AppError> {
     let principal = crate::guard::require(engine::auth::Role::Operator)?;
     let state = crate::state::app_state()?;
     let f = server::filter(&q)?;
@@ -254,13 +254,16 @@ pub async fn dl_restore(ids: Vec<i64>) -> Result<u64, AppError> {
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/purge-count")]
-pub async fn dl_purge_count(q: DlQuery, older_than_days: String) -> Result<PurgeCountView, AppError> {
+pub async fn dl_purge_count(
+    #[server(default)] q: DlQuery,
+    older_than_days: String,
+) -> Result<PurgeCountView, AppError> {
     crate::guard::require(engine::auth::Role::Admin)?;
     server::purge_count(&q, &older_than_days).await
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/purge")]
-pub async fn dl_purge(q: DlQuery, older_than_days: String) -> Result<u64, AppError> {
+pub async fn dl_purge(#[server(default)] q: DlQuery, older_than_days: String) -> Result<u64, AppError> {
     let principal = crate::guard::require(engine::auth::Role::Admin)?;
     let state = crate::state::app_state()?;
     let (f, days) = (server::filter(&q)?, server::days(&older_than_days)?);

@@ -121,7 +121,7 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
 }
 
 #[server(prefix = "/api", endpoint = "outbox/list")]
-pub async fn outbox_list(q: OutboxQuery, after: Option<String>) -> Result<OutboxPage, AppError> {
+pub async fn outbox_list(#[server(default)] q: OutboxQuery, after: Option<String>) -> Result<OutboxPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let src = server::source(q.source.as_deref())?;
     let f = server::filter(&q)?;
@@ -192,7 +192,11 @@ pub async fn outbox_act(
 }
 
 #[server(prefix = "/api", endpoint = "outbox/freeze")]
-pub async fn outbox_freeze(q: OutboxQuery, action: String, reason: Option<String>) -> Result<FrozenView, AppError> {
+pub async fn outbox_freeze(
+    #[server(default)] q: OutboxQuery,
+    action: String,
+    reason: Option<String>,
+) -> Result<FrozenView, AppError> {
     let principal = crate::guard::require(engine::auth::Role::Operator)?;
     let state = crate::state::app_state()?;
     let src = server::source(q.source.as_deref())?;
