@@ -24,17 +24,6 @@ pub fn leptos_options(settings: &engine::settings::Settings) -> LeptosOptions {
 /// How long one HTTP request may take.
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Whether a response is one of the site's static bundles, worth compressing.
-fn static_asset(
-    _: axum::http::StatusCode,
-    _: axum::http::Version,
-    headers: &axum::http::HeaderMap,
-    _: &axum::http::Extensions,
-) -> bool {
-    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    ["application/wasm", "text/css", "text/javascript", "application/javascript"].iter().any(|t| ct.starts_with(t))
-}
-
 pub fn router(state: ServerState) -> Router {
     let routes = generate_route_list(App);
     let app_state = state.app.clone();
@@ -59,9 +48,6 @@ pub fn router(state: ServerState) -> Router {
         ))
         // A panic in a handler answers 500 (and is logged) instead of dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
-        // The wasm, JavaScript and CSS bundles only: pages and server-function answers stay as
-        // they are (compressing those broke the action journeys' status lines; docs/ARCHITECTURE.md).
-        .layer(tower_http::compression::CompressionLayer::new().compress_when(static_asset))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
             let path = req
                 .extensions()

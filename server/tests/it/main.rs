@@ -1,6 +1,5 @@
 //! The real server on port 0 with its own database, driven over HTTP.
 
-mod assets;
 mod audit;
 mod chaos;
 mod chaos_mapped;
