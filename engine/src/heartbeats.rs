@@ -12,6 +12,27 @@ pub struct Heartbeat {
     pub detail: serde_json::Value,
 }
 
+/// Upserts one role instance's row (every few seconds, and once more when it stops).
+pub async fn upsert(
+    db: impl PgExecutor<'_>,
+    role: &str,
+    instance: uuid::Uuid,
+    host: &str,
+    detail: &serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO heartbeats (role, instance, host, detail) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), host = EXCLUDED.host, detail = EXCLUDED.detail",
+        role,
+        instance,
+        host,
+        detail
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
 /// Instances seen in the last day, by role, most recent first.
 pub async fn recent(db: impl PgExecutor<'_>) -> Result<Vec<Heartbeat>, sqlx::Error> {
     sqlx::query_as!(

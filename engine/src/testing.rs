@@ -46,27 +46,18 @@ async fn sweep(admin: &mut PgConnection) {
     }
 }
 
+/// A fresh database with Revenant's migrations applied.
 pub async fn fresh_db() -> TestDb {
-    let admin = admin_url();
-    let mut conn = PgConnection::connect(&admin).await.expect("connect to TEST_DATABASE_URL");
-    // Once per test process, not per test.
-    SWEEP.get_or_init(|| sweep(&mut conn)).await;
-    let name = format!("revenant_t_{}", uuid::Uuid::new_v4().simple());
-    // Runtime-checked: CREATE DATABASE of a name made at run time.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut conn)
-        .await
-        .expect("create test database");
-    let url = with_db(&admin, &name);
-    let pool = crate::db::connect(&url, 10).await.expect("connect to test database");
-    crate::db::migrate(&pool).await.expect("migrate test database");
-    TestDb { pool, url, name }
+    let db = blank_db().await;
+    crate::db::migrate(&db.pool).await.expect("migrate test database");
+    db
 }
 
 /// A fresh database with nothing in it (a service's database, say), dropped like `fresh_db`'s.
 pub async fn blank_db() -> TestDb {
     let admin = admin_url();
     let mut conn = PgConnection::connect(&admin).await.expect("connect to TEST_DATABASE_URL");
+    // Once per test process, not per test.
     SWEEP.get_or_init(|| sweep(&mut conn)).await;
     let name = format!("revenant_t_{}", uuid::Uuid::new_v4().simple());
     // Runtime-checked: CREATE DATABASE of a name made at run time.

@@ -37,15 +37,7 @@ pub(crate) async fn run(
             "connected": c.connected,
             "stopped": stopping,
         });
-        let res = sqlx::query!(
-            "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('replay', $1, $2, $3)
-             ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), host = EXCLUDED.host, detail = EXCLUDED.detail",
-            owner,
-            host,
-            detail
-        )
-        .execute(&pool)
-        .await;
+        let res = crate::heartbeats::upsert(&pool, "replay", owner, &host, &detail).await;
         if let Err(e) = res {
             tracing::warn!(error = %e, "cannot write the replay publisher's heartbeat");
         }

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-fn cfg() -> RelaySettings {
+pub(crate) fn cfg() -> RelaySettings {
     RelaySettings {
         window: 16,
         batch: 50,

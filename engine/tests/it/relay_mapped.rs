@@ -25,19 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 fn cfg() -> RelaySettings {
-    RelaySettings {
-        window: 16,
-        batch: 50,
-        lease: Duration::from_secs(30),
-        max_attempts: 3,
-        backoff_base: Duration::from_millis(10),
-        backoff_max: Duration::from_millis(50),
-        poll: Duration::from_millis(100),
-        confirm_timeout: Duration::from_secs(5),
-        mark_batch: 32,
-        mark_flush: Duration::from_millis(5),
-        synchronous_commit: true,
-    }
+    RelaySettings { mark_batch: 32, ..super::relay::cfg() }
 }
 
 /// The service's table as its SQLAlchemy model declares it (issue 14's example).
