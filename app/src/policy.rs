@@ -40,6 +40,7 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("dead-letters/queues", "viewer"),
     ("dead-letters/list", "viewer"),
     ("dead-letters/discovered", "viewer"),
+    ("dead-letters/watch", "admin"),
     ("dead-letters/groups", "viewer"),
     ("dead-letters/detail", "viewer"),
     ("dead-letters/archive", "operator"),

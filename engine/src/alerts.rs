@@ -70,7 +70,6 @@ pub struct TopologyProbe {
     pub vhost: String,
     /// Contracts from the configuration file: (pattern, level).
     pub config_contracts: Vec<(String, crate::topology::contract::Level)>,
-    pub ingest_queues: Vec<String>,
 }
 
 impl Default for AlertSettings {

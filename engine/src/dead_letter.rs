@@ -6,14 +6,17 @@
 //! keep their AMQP types, so what is stored can be replayed exactly as it arrived.
 //!
 //! - `headers`: AMQP header tables ⇄ typed JSON, lossless.
-//! - `x_death`, `reason`: what RabbitMQ and the application say about the failure.
+//! - `x_death`, `reason`: what RabbitMQ and the application say about the failure;
+//!   `conventions`: the failure headers frameworks set when they republish (origin, facts).
 //! - `fingerprint`: which failures are "the same"; `received`: a delivery and its derivations.
 //! - `store`, `model`: the tables and their rows; `store_batch`: many rows in one commit;
 //!   `body`: bytes for display.
-//! - `ingest`: the consumer role; `depth`: broker-side queue depth samples.
+//! - `ingest`: the consumer role; `watch`: which queues it consumes (live, in PostgreSQL);
+//!   `depth`: broker-side queue depth samples.
 
 pub mod awaiting;
 pub mod body;
+pub mod conventions;
 pub mod depth;
 pub mod downstream;
 pub mod fingerprint;
@@ -24,6 +27,7 @@ pub mod reason;
 pub mod received;
 pub mod store;
 pub mod store_batch;
+pub mod watch;
 pub mod x_death;
 
 pub use received::Received;

@@ -60,7 +60,10 @@ pub struct RelaySettings {
 
 #[derive(Debug, Clone)]
 pub struct IngestSettings {
+    /// Seeds the watched set (`dead_letter::watch`) at start-up; the set itself lives in PostgreSQL.
     pub queues: Vec<String>,
+    /// Also watch every queue the topology shows as a dead-letter target (management API).
+    pub auto: bool,
     pub prefetch: u16,
     /// Deliveries stored in one transaction (then acked with `multiple`).
     pub batch: usize,
@@ -194,6 +197,8 @@ pub struct Settings {
     pub metrics_public: bool,
     /// Let alert webhooks target loopback, link-local and private addresses.
     pub allow_private_webhooks: bool,
+    /// Environment variables that replaced a value the file set (start-up says so).
+    pub overrides: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -268,6 +273,7 @@ struct RawRelay {
 #[serde(deny_unknown_fields)]
 struct RawIngest {
     queues: Option<Vec<String>>,
+    auto: Option<bool>,
     prefetch: Option<i64>,
     batch: Option<i64>,
     linger_ms: Option<i64>,
@@ -324,6 +330,7 @@ pub fn from_env() -> Result<Settings, SettingsError> {
 }
 
 fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
+    parse::take_overrides();
     let database_url =
         url("database_url", "DATABASE_URL", pick(env, "DATABASE_URL", raw.database_url), &["postgres", "postgresql"])?;
     let amqp_url = url("amqp_url", "AMQP_URL", pick(env, "AMQP_URL", raw.amqp_url), &["amqp", "amqps"])?;
@@ -408,7 +415,9 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         )?),
         synchronous_commit: synchronous_commit(env, r.synchronous_commit)?,
     };
-    let queues = list(env("REVENANT_INGEST_QUEUES")).or(raw.ingest.queues).unwrap_or_default();
+    let env_queues = list(env("REVENANT_INGEST_QUEUES"));
+    parse::note_override("REVENANT_INGEST_QUEUES", env_queues.is_some(), raw.ingest.queues.is_some());
+    let queues = env_queues.or(raw.ingest.queues).unwrap_or_default();
     for q in &queues {
         if q.is_empty() || q.len() > 255 {
             return Err(SettingsError::Invalid {
@@ -420,6 +429,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     }
     let ingest = IngestSettings {
         queues,
+        auto: boolean("ingest.auto", "REVENANT_INGEST_AUTO", env, raw.ingest.auto, false)?,
         prefetch: int("ingest.prefetch", "REVENANT_INGEST_PREFETCH", env, raw.ingest.prefetch, 500, 1..=65_535)? as u16,
         batch: int("ingest.batch", "REVENANT_INGEST_BATCH", env, raw.ingest.batch, 250, 1..=2_000)? as usize,
         linger: ms(int("ingest.linger_ms", "REVENANT_INGEST_LINGER_MS", env, raw.ingest.linger_ms, 5, 0..=10_000)?),
@@ -514,6 +524,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         outbox_stuck_after,
         mapped_outboxes: raw.outbox.sources,
         management_url: management_url.map(SecretString::from),
+        overrides: parse::take_overrides(),
     })
 }
 

@@ -164,15 +164,16 @@ pub fn http_client() -> reqwest::Result<reqwest::Client> {
     Ok(CLIENT.get_or_init(|| built).clone())
 }
 
-/// The DLQs Revenant watches: the ingested queues, and every queue a DLQ alert rule targets
-/// (someone looks at those even when they are not ingested).
-pub async fn watched(db: impl PgExecutor<'_>, ingest_queues: &[String]) -> Result<HashSet<String>, sqlx::Error> {
-    let alerted: Vec<String> = sqlx::query_scalar!(
-        r#"SELECT DISTINCT target AS "target!" FROM alert_rules WHERE kind LIKE 'dlq_%' AND target IS NOT NULL"#
+/// The DLQs Revenant watches: the queues it ingests (the watched set, `dead_letter::watch`),
+/// and every queue a DLQ alert rule targets (someone looks at those even when not ingested).
+pub async fn watched(db: impl PgExecutor<'_>) -> Result<HashSet<String>, sqlx::Error> {
+    let rows: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT queue AS "queue!" FROM watched_queues WHERE watching
+           UNION SELECT target FROM alert_rules WHERE kind LIKE 'dlq_%' AND target IS NOT NULL"#
     )
     .fetch_all(db)
     .await?;
-    Ok(ingest_queues.iter().cloned().chain(alerted).collect())
+    Ok(rows.into_iter().collect())
 }
 
 /// The vhosts the management user can see, for a picker.

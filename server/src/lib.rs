@@ -2,6 +2,7 @@
 //! router: web console, request security, probes, background roles, CLI commands.
 
 pub mod bench;
+pub mod dlq_cmd;
 pub mod probes;
 pub mod roles;
 pub mod security;

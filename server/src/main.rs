@@ -3,7 +3,7 @@
 //! alone, and several copies of each can run against the same databases and broker.
 
 use engine::settings::ExposeSecret;
-use server::{roles, telemetry, user_cmd, web};
+use server::{dlq_cmd, roles, telemetry, user_cmd, web};
 
 use std::process::ExitCode;
 
@@ -35,7 +35,7 @@ enum Command {
     Migrate,
     /// Run only the outbox relay (several may run at once).
     Relay,
-    /// Run only the dead-letter ingester and depth sampler for ingest.queues.
+    /// Run only the dead-letter ingester and depth sampler for the watched DLQs (`revenant dlq`).
     Ingest,
     /// Run only the alert evaluator (and webhook delivery).
     Alerts,
@@ -57,6 +57,9 @@ enum Command {
     /// Manage local users.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
+    /// Choose the dead-letter queues to ingest (live: running ingesters follow within seconds).
+    #[command(subcommand)]
+    Dlq(dlq_cmd::DlqCommand),
     /// Measure the relay, the ingester and the outbox lists in a throwaway database and queues.
     #[command(subcommand)]
     Bench(server::bench::BenchCommand),
@@ -87,6 +90,9 @@ fn main() -> ExitCode {
         }
     };
     telemetry::init(settings.log_format);
+    for var in &settings.overrides {
+        tracing::warn!(variable = %var, "the environment overrides a value set in the config file");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -119,6 +125,11 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         Command::Demo { reset, rate } => demo(settings, reset, rate).await,
         Command::Outbox(OutboxCommand::Install { .. }) => anyhow::bail!("outbox install runs before the settings load"),
         Command::Bench(cmd) => server::bench::run(cmd, &settings).await,
+        Command::Dlq(cmd) => {
+            let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;
+            engine::db::migrate(&pool).await?;
+            dlq_cmd::run(cmd, &pool).await
+        }
         Command::User(cmd) => {
             let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;
             engine::db::migrate(&pool).await?;
@@ -164,7 +175,10 @@ async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> 
         println!("demo removed: {summary:?}");
         return Ok(());
     }
-    println!("demo DLQs (set REVENANT_INGEST_QUEUES to ingest them): {}", engine::demo::DEMO_DLQS.join(","));
+    let dlqs: Vec<String> = engine::demo::DEMO_DLQS.iter().map(|q| q.to_string()).collect();
+    // The demo's DLQs are watched (once: a queue someone stopped stays stopped).
+    engine::dead_letter::watch::seed(&pool, &dlqs, engine::dead_letter::watch::Origin::Cli).await?;
+    println!("demo DLQs (watched; `revenant dlq list`): {}", dlqs.join(","));
     seed_demo_rules(&pool).await;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stop = shutdown.clone();

@@ -1,6 +1,10 @@
-//! `/healthz` (the process answers), `/readyz` (PostgreSQL answers; RabbitMQ too where a
-//! broker role runs here, as that role's connection) and
-//! `/metrics` (Prometheus text; counters of the roles running in this process).
+//! `/healthz` (the process answers), `/readyz` (PostgreSQL answers) and `/metrics`
+//! (Prometheus text; counters of the roles running in this process).
+//!
+//! Policy: readiness is PostgreSQL only. The console is most needed while RabbitMQ is down
+//! (it still lists, shows and archives; replay plans wait and say so), so a load balancer
+//! must not take it out of rotation then. The broker's state as this process's roles see it
+//! is reported beside readiness (`broker`, never gating), on the Overview and in `/metrics`.
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::json;
@@ -14,18 +18,17 @@ pub async fn healthz() -> impl IntoResponse {
 pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
     let app = &state.app;
     let pg = engine::health::postgres(&app.pool).await;
-    // The broker counts only where a broker role runs, as that role sees it.
-    let mq = engine::health::roles_broker(&broker_roles(app));
-    let deps: Vec<&engine::health::Dependency> = std::iter::once(&pg).chain(mq.as_ref()).collect();
-    let ready = deps.iter().all(|d| d.ok);
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if pg.ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     // The probe is public: it names a failing dependency, never versions or driver errors
     // (those are logged here, and shown to signed-in users on the Overview).
-    for d in deps.iter().filter(|d| !d.ok) {
-        tracing::warn!(dependency = d.name, reason = %d.detail, "not ready");
+    if !pg.ok {
+        tracing::warn!(dependency = pg.name, reason = %pg.detail, "not ready");
     }
-    let deps: Vec<_> = deps.iter().map(|d| json!({ "name": d.name, "ok": d.ok })).collect();
-    (status, Json(json!({ "ready": ready, "dependencies": deps })))
+    let broker: Vec<_> = broker_roles(app)
+        .into_iter()
+        .map(|(role, connected)| json!({ "role": role, "connected": connected }))
+        .collect();
+    (status, Json(json!({ "ready": pg.ok, "dependencies": [{ "name": pg.name, "ok": pg.ok }], "broker": broker })))
 }
 
 /// `(role, holds its broker connection)` for each broker role this process runs.
@@ -36,7 +39,7 @@ fn broker_roles(app: &app::state::AppState) -> Vec<(&'static str, bool)> {
     if roles.relay {
         out.push(("relay", app.relay_stats.connected.load(Relaxed)));
     }
-    if roles.ingest && !app.settings.ingest.queues.is_empty() {
+    if roles.ingest && !app.ingest_stats.watched().is_empty() {
         out.push(("ingest", app.ingest_stats.consuming.load(Relaxed) > 0));
     }
     if roles.replay {

@@ -43,7 +43,6 @@ pub fn alert_settings(s: &Settings) -> engine::alerts::AlertSettings {
                 .iter()
                 .filter_map(|c| engine::topology::contract::Level::parse(&c.level).map(|l| (c.pattern.clone(), l)))
                 .collect(),
-            ingest_queues: s.ingest.queues.clone(),
         }
     });
     engine::alerts::AlertSettings {
@@ -89,27 +88,38 @@ pub fn spawn(
         set.spawn(async move { ("relay", fut.await) });
     }
     if which.ingest {
-        if settings.ingest.queues.is_empty() {
-            tracing::warn!("ingest role is on but ingest.queues (REVENANT_INGEST_QUEUES) is empty: nothing to ingest");
-        } else {
-            let fut = engine::dead_letter::ingest::run(
-                pool.clone(),
-                settings.amqp_url.expose_secret().to_string(),
-                settings.ingest.clone(),
-                stats.ingest.clone(),
-                shutdown.clone(),
+        if settings.ingest.queues.is_empty() && !settings.ingest.auto {
+            tracing::info!(
+                "ingest role is on with no queues configured: it ingests what `revenant dlq add` or the console starts"
             );
-            set.spawn(async move { ("ingest", fut.await) });
-            let sampler = engine::dead_letter::depth::run_sampler(
-                pool.clone(),
-                settings.amqp_url.expose_secret().to_string(),
-                settings.management_url.as_ref().map(|u| u.expose_secret().to_string()),
-                settings.ingest.queues.clone(),
-                Duration::from_secs(10),
-                shutdown.clone(),
-            );
-            set.spawn(async move { ("depth sampler", sampler.await) });
         }
+        let management_url = settings.management_url.as_ref().map(|u| u.expose_secret().to_string());
+        let discovery = management_url.clone().map(|management_url| engine::dead_letter::ingest::Discovery {
+            management_url,
+            vhost: settings.topology_vhost.clone(),
+        });
+        if settings.ingest.auto && discovery.is_none() {
+            tracing::warn!(
+                "ingest.auto needs the management API (management_url); it is off, so nothing is discovered"
+            );
+        }
+        let fut = engine::dead_letter::ingest::run(
+            pool.clone(),
+            settings.amqp_url.expose_secret().to_string(),
+            settings.ingest.clone(),
+            discovery,
+            stats.ingest.clone(),
+            shutdown.clone(),
+        );
+        set.spawn(async move { ("ingest", fut.await) });
+        let sampler = engine::dead_letter::depth::run_sampler(
+            pool.clone(),
+            settings.amqp_url.expose_secret().to_string(),
+            management_url,
+            Duration::from_secs(10),
+            shutdown.clone(),
+        );
+        set.spawn(async move { ("depth sampler", sampler.await) });
     }
 }
 

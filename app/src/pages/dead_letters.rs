@@ -6,6 +6,7 @@ mod bulk;
 pub mod detail;
 mod edit;
 pub mod groups;
+pub mod watch;
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -16,6 +17,7 @@ use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
 use crate::widgets::{FilterField, Pill, Tabs, query_string};
 use api::{DlQuery, dl_discovered, dl_list, dl_queues};
+use watch::{Discovered, Manage, WatchButton};
 
 fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
     DlQuery {
@@ -68,29 +70,42 @@ pub fn Sparkline(series: Vec<i64>) -> impl IntoView {
 }
 
 #[component]
-pub fn QueueCards(list: Vec<api::QueueView>) -> impl IntoView {
+pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl IntoView {
     let empty = list.is_empty();
     view! {
         <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3 mb-4" data-testid="dlq-cards">
             {list.into_iter().map(|q| {
                 let href = format!("/dead-letters?queue={}", crate::format::urlencode(&q.queue));
+                let state = match (q.watching, q.ingested) {
+                    (true, true) => None,
+                    (true, false) => Some("watched, but no live ingester consumes it"),
+                    (false, true) => Some("stopped: an ingester is closing its consumer"),
+                    (false, false) => Some("not ingested"),
+                };
+                let button = manage.map(|m| view! { <WatchButton queue=q.queue.clone() start=!q.watching manage=m /> });
                 view! {
-                    <a href=href class="card px-3 py-2 block hover:border-violet-400">
-                        <div class="flex items-center gap-2">
-                            <span class="font-medium font-mono text-sm break-all">{q.queue.clone()}</span>
-                            <span class="ml-auto"><Sparkline series=q.series.clone() /></span>
+                    <div class="card px-3 py-2" data-testid="dlq-card">
+                        <a href=href class="block hover:text-violet-700">
+                            <div class="flex items-center gap-2">
+                                <span class="font-medium font-mono text-sm break-all">{q.queue.clone()}</span>
+                                <span class="ml-auto"><Sparkline series=q.series.clone() /></span>
+                            </div>
+                            <div class="flex gap-4 text-sm mt-1">
+                                <span><span class="text-xl font-semibold tabular-nums" data-testid="awaiting">{q.awaiting}</span>" awaiting triage"</span>
+                                <span class="muted">"broker: "{q.ready.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" ready · "
+                                    {q.unacked.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" unacked · "
+                                    {q.consumers.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" consumers"</span>
+                            </div>
+                        </a>
+                        <div class="flex items-center gap-2 text-xs muted mt-1">
+                            <span>{q.sampled_secs_ago.map(|s| format!("sampled {} ago", format::age_secs(s))).unwrap_or_else(|| "not sampled yet".into())}</span>
+                            {state.map(|s| view! { <span class="text-amber-700 dark:text-amber-300" data-testid="ingest-state">{s}</span> })}
+                            <span class="ml-auto">{button}</span>
                         </div>
-                        <div class="flex gap-4 text-sm mt-1">
-                            <span><span class="text-xl font-semibold tabular-nums" data-testid="awaiting">{q.awaiting}</span>" awaiting triage"</span>
-                            <span class="muted">"broker: "{q.ready.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" ready · "
-                                {q.unacked.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" unacked · "
-                                {q.consumers.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" consumers"</span>
-                        </div>
-                        <div class="text-xs muted">{q.sampled_secs_ago.map(|s| format!("sampled {} ago", format::age_secs(s))).unwrap_or_else(|| "not sampled yet".into())}</div>
-                    </a>
+                    </div>
                 }
             }).collect_view()}
-            {empty.then(|| view! { <p class="muted text-sm">"No dead-letter queues are watched yet: set ingest.queues (REVENANT_INGEST_QUEUES)."</p> })}
+            {empty.then(|| view! { <p class="muted text-sm">"No dead-letter queues are watched yet: start one below, with `revenant dlq add QUEUE`, or list them in ingest.queues."</p> })}
         </div>
     }
 }
@@ -104,29 +119,26 @@ pub fn DeadLettersPage() -> impl IntoView {
     let queues = Resource::new(move || acted.get(), |_| dl_queues());
     let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| dl_list(q, a));
     let caller = Resource::new(|| (), |_| whoami());
-    let discovered = Resource::new(|| (), |_| dl_discovered());
+    let discovered = Resource::new(move || acted.get(), |_| dl_discovered());
     // Outside the list's Suspense, so it survives the refetch an action causes.
     let notice = RwSignal::new(None::<String>);
+    let manage = Manage { acted, notice };
     view! {
         <PageTitle title="Dead letters" />
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
+                let admin = matches!(caller.await, Ok(Some(c)) if c.is_admin());
                 match queues.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(list) => view! { <QueueCards list /> }.into_any(),
+                    Ok(list) => view! { <QueueCards list manage=admin.then_some(manage) /> }.into_any(),
                 }
             })}
         </Suspense>
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
                 let found = discovered.await.unwrap_or_default();
-                (!found.is_empty()).then(|| view! {
-                    <p class="text-sm mb-3 text-amber-800 dark:text-amber-300" data-testid="discovered">
-                        "Dead-letter queues on the broker that Revenant does not ingest: "
-                        <span class="font-mono">{found.join(", ")}</span>
-                        " — add them to ingest.queues (REVENANT_INGEST_QUEUES) so nothing in them goes unseen."
-                    </p>
-                })
+                let admin = matches!(caller.await, Ok(Some(c)) if c.is_admin());
+                (!found.is_empty()).then(|| view! { <Discovered found manage=admin.then_some(manage) /> })
             })}
         </Suspense>
         {move || {

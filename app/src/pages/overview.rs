@@ -53,7 +53,7 @@ pub fn OverviewPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match dlqs.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(list) => view! { <QueueCards list /> }.into_any(),
+                    Ok(list) => view! { <QueueCards list manage=None /> }.into_any(),
                 }
             })}
         </Transition>

@@ -12,6 +12,7 @@ use leptos::prelude::*;
 
 use crate::auth::whoami;
 use crate::layout::{ErrorBox, PageTitle};
+use crate::pages::dead_letters::watch::Manage;
 use api::{topology_contracts, topology_report};
 
 #[component]
@@ -23,10 +24,15 @@ pub fn TopologyPage() -> impl IntoView {
     let caller = Resource::new(|| (), |_| whoami());
     // Outside the Suspense blocks, so it survives the refetch a change causes.
     let notice = RwSignal::new(None::<String>);
+    // Its own line above the queues, for a "Start ingesting" from the queue table.
+    let ingest_notice = RwSignal::new(None::<String>);
+    let manage = Manage { acted, notice: ingest_notice };
     view! {
         <PageTitle title="Topology" />
         <Suspense fallback=|| view! { <p class="muted text-sm">"Reading the broker…"</p> }>
             {move || Suspend::new(async move {
+                let admin = matches!(caller.await, Ok(Some(ref c)) if c.is_admin());
+                let manage = admin.then_some(manage);
                 match report.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(r) => view! {
@@ -35,7 +41,8 @@ pub fn TopologyPage() -> impl IntoView {
                             {r.rabbitmq_version.clone().map(|v| view! { " · RabbitMQ "{v} })}
                             {if r.reachable { " · checked " } else { " · tried " }}{r.taken_at.clone()}
                         </p>
-                        <report::ReportBody r />
+                        {move || ingest_notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status" data-testid="topology-notice">{m}</p> })}
+                        <report::ReportBody r manage />
                     }.into_any(),
                 }
             })}

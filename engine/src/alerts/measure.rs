@@ -135,7 +135,7 @@ async fn topology_failures(own: &PgPool, p: &super::TopologyProbe) -> Result<Opt
     let config =
         contract::from_config(&p.vhost, &p.config_contracts).map_err(|e| MeasureError::Topology(e.to_string()))?;
     let contracts = contract::merged(console, config);
-    let watched = topology::watched(own, &p.ingest_queues).await?;
+    let watched = topology::watched(own).await?;
     let http = topology::http_client().map_err(|e| MeasureError::Topology(e.to_string()))?;
     match topology::report(&http, &p.management_url, &p.vhost, &contracts, &watched).await {
         Ok(report) => Ok(Measurement::of(topology::failing_critical(&report).len() as f64)),

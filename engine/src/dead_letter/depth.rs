@@ -90,12 +90,12 @@ pub async fn prune(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     Ok(res.rows_affected())
 }
 
-/// Samples every `every` until `shutdown`; reconnects on its own after errors.
+/// Samples the watched queues (re-read each round, see `watch`) every `every` until
+/// `shutdown`; reconnects on its own after errors.
 pub async fn run_sampler(
     pool: PgPool,
     amqp_url: String,
     management_url: Option<String>,
-    queues: Vec<String>,
     every: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -115,6 +115,13 @@ pub async fn run_sampler(
                 }
             };
         }
+        let queues = match super::watch::watching(&pool).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(error = %e, "depth sampler cannot read the watched queues");
+                Vec::new()
+            }
+        };
         if let Some(c) = &conn
             && let Err(e) = sample_once(&pool, c, &http, management_url.as_deref(), &vhost, &queues).await
         {

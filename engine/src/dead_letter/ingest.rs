@@ -11,12 +11,15 @@
 //! that does not exist (RabbitMQ closes the channel with 404) or a broken connection is
 //! retried with backoff without touching the others. Several ingesters on one queue compete
 //! for messages; the natural key makes a message stored by one and redelivered to another a
-//! duplicate, not a second row. On shutdown a batch still gathering is not stored: closing
+//! duplicate, not a second row. Which queues are consumed follows the watched set in
+//! PostgreSQL (`watch`), re-read every few seconds, so queues start and stop without a
+//! restart; stopping one closes its consumer like a shutdown does. On shutdown a batch still gathering is not stored: closing
 //! the connection requeues it, and its redelivery is stored then.
 
 use std::{
+    collections::{BTreeSet, HashMap, HashSet},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -35,7 +38,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Received, store_batch::NewDeadLetter};
+use super::{Received, store_batch::NewDeadLetter, watch};
 use crate::{group_commit::Batch, settings::IngestSettings};
 
 mod batch;
@@ -57,21 +60,30 @@ pub struct IngestStats {
     pub batches: AtomicU64,
     /// Queues with a live consumer now (what readiness reads for the ingest role).
     pub consuming: AtomicU64,
+    /// Which: the console's "not ingested" hint reads them from the heartbeat.
+    consuming_queues: Mutex<BTreeSet<String>>,
+    /// The watched queues this instance runs a consumer task for (connected or retrying).
+    watched: Mutex<Vec<String>>,
 }
 
-/// Counts a live consumer for as long as it is held.
-struct Consuming<'a>(&'a AtomicU64);
+/// Counts a live consumer (and names its queue) for as long as it is held.
+struct Consuming<'a> {
+    stats: &'a IngestStats,
+    queue: String,
+}
 
 impl<'a> Consuming<'a> {
-    fn start(n: &'a AtomicU64) -> Self {
-        n.fetch_add(1, Ordering::Relaxed);
-        Self(n)
+    fn start(stats: &'a IngestStats, queue: &str) -> Self {
+        stats.consuming.fetch_add(1, Ordering::Relaxed);
+        stats.consuming_queues.lock().unwrap_or_else(|p| p.into_inner()).insert(queue.to_string());
+        Self { stats, queue: queue.to_string() }
     }
 }
 
 impl Drop for Consuming<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.stats.consuming.fetch_sub(1, Ordering::Relaxed);
+        self.stats.consuming_queues.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.queue);
     }
 }
 
@@ -85,6 +97,20 @@ pub struct IngestCounts {
 }
 
 impl IngestStats {
+    /// Queues with a live consumer in this process now.
+    pub fn consuming_queues(&self) -> Vec<String> {
+        self.consuming_queues.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+
+    pub fn watched(&self) -> Vec<String> {
+        self.watched.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_watched(&self, mut queues: Vec<String>) {
+        queues.sort();
+        *self.watched.lock().unwrap_or_else(|p| p.into_inner()) = queues;
+    }
+
     pub fn snapshot(&self) -> IngestCounts {
         IngestCounts {
             received: self.received.load(Ordering::Relaxed),
@@ -96,30 +122,129 @@ impl IngestStats {
     }
 }
 
+/// Where `ingest.auto` finds dead-letter queues: the management API.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    pub management_url: String,
+    pub vhost: String,
+}
+
 /// Runs until `shutdown` is cancelled. Connection and store errors are retried, never fatal.
+///
+/// The queues consumed follow the watched set in PostgreSQL (`watch`), read every
+/// `WATCH_REFRESH`: a queue added gets a consumer, a queue removed has its consumer closed
+/// (what it held goes back to the queue). `cfg.queues` seeds the set at start-up; with
+/// `cfg.auto`, every dead-letter target `discovery` finds is added too.
 pub async fn run(
     pool: PgPool,
     amqp_url: String,
     cfg: IngestSettings,
+    discovery: Option<Discovery>,
     stats: Arc<IngestStats>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let instance = uuid::Uuid::new_v4();
     let shape = Shape::of(&cfg);
-    tracing::info!(%instance, queues = ?cfg.queues, prefetch = cfg.prefetch, batch = shape.batch,
+    tracing::info!(%instance, seed = ?cfg.queues, auto = cfg.auto, prefetch = cfg.prefetch, batch = shape.batch,
         linger_ms = cfg.linger.as_millis() as u64, "ingest starting");
-    let mut tasks = tokio::task::JoinSet::new();
-    for queue in cfg.queues.iter().cloned() {
-        let (pool, url, stats, shutdown) = (pool.clone(), amqp_url.clone(), stats.clone(), shutdown.clone());
-        let span = tracing::info_span!("ingest", %queue);
-        tasks.spawn(consume_forever(pool, url, queue, shape, stats, shutdown).instrument(span));
+    let mut seeded = cfg.queues.is_empty();
+    let mut consumers: HashMap<String, (CancellationToken, tokio::task::JoinHandle<()>)> = HashMap::new();
+    let mut heartbeat_task = tokio::spawn(heartbeat(pool.clone(), instance, stats.clone(), shutdown.clone()));
+    let mut last_discovery: Option<Instant> = None;
+    loop {
+        if !seeded {
+            match watch::seed(&pool, &cfg.queues, watch::Origin::Config).await {
+                Ok(n) => {
+                    seeded = true;
+                    if n > 0 {
+                        tracing::info!(added = n, "ingest.queues seeded the watched set");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot seed the watched queues yet"),
+            }
+        }
+        if cfg.auto
+            && let Some(d) = &discovery
+            && last_discovery.is_none_or(|t| t.elapsed() >= AUTO_DISCOVERY_EVERY)
+        {
+            last_discovery = Some(Instant::now());
+            discover(&pool, d).await;
+        }
+        match watch::watching(&pool).await {
+            Ok(wanted) => {
+                let wanted: HashSet<String> = wanted.into_iter().collect();
+                consumers.retain(|queue, (stop, _)| {
+                    let keep = wanted.contains(queue);
+                    if !keep {
+                        tracing::info!(%queue, "no longer watched: closing its consumer");
+                        stop.cancel();
+                    }
+                    keep
+                });
+                for queue in wanted {
+                    if consumers.contains_key(&queue) {
+                        continue;
+                    }
+                    tracing::info!(%queue, "watched: starting its consumer");
+                    let stop = shutdown.child_token();
+                    let (pool, url, stats, s) = (pool.clone(), amqp_url.clone(), stats.clone(), stop.clone());
+                    let span = tracing::info_span!("ingest", %queue);
+                    let task =
+                        tokio::spawn(consume_forever(pool, url, queue.clone(), shape, stats, s).instrument(span));
+                    consumers.insert(queue, (stop, task));
+                }
+                stats.set_watched(consumers.keys().cloned().collect());
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the watched queues; keeping the current consumers"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(WATCH_REFRESH) => {}
+            res = &mut heartbeat_task => {
+                res.context("the ingest heartbeat panicked")?;
+                break;
+            }
+        }
     }
-    tasks.spawn(heartbeat(pool, instance, cfg.queues.clone(), stats, shutdown.clone()));
-    while let Some(res) = tasks.join_next().await {
-        res.context("an ingest task panicked")?;
+    for (_, (stop, task)) in consumers.drain() {
+        stop.cancel();
+        task.await.context("an ingest task panicked")?;
+    }
+    if !heartbeat_task.is_finished() {
+        heartbeat_task.await.context("the ingest heartbeat panicked")?;
     }
     tracing::info!(%instance, "ingest stopped");
     Ok(())
+}
+
+/// How often each ingester re-reads the watched set (a change takes effect within this).
+pub const WATCH_REFRESH: Duration = Duration::from_secs(3);
+/// How often `ingest.auto` asks the management API for dead-letter targets.
+const AUTO_DISCOVERY_EVERY: Duration = Duration::from_secs(30);
+
+/// `ingest.auto`: adds every queue the topology shows as a dead-letter target. A queue an
+/// admin stopped stays stopped (`seed` inserts only what is absent).
+async fn discover(pool: &PgPool, d: &Discovery) {
+    let http = match crate::topology::http_client() {
+        Ok(h) => h,
+        Err(e) => return tracing::warn!(error = %e, "ingest.auto: no HTTP client"),
+    };
+    match crate::topology::report(&http, &d.management_url, &d.vhost, &[], &HashSet::new()).await {
+        Ok(r) => {
+            let found: Vec<String> = r
+                .queues
+                .into_iter()
+                .filter(|q| q.role == crate::topology::dead_lettering::Role::DeadLetter)
+                .map(|q| q.queue)
+                .collect();
+            match watch::seed(pool, &found, watch::Origin::Auto).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(added = n, queues = ?found, "ingest.auto: new dead-letter queues watched"),
+                Err(e) => tracing::warn!(error = %e, "ingest.auto: cannot add the discovered queues"),
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "ingest.auto: cannot read the topology"),
+    }
 }
 
 async fn consume_forever(
@@ -177,12 +302,12 @@ async fn consume_once(
                 Ok(c) => c,
                 Err(e) if is_not_found(&e) => {
                     anyhow::bail!(
-                        "queue `{queue}` does not exist on the broker: declare it, or remove it from ingest.queues"
+                        "queue `{queue}` does not exist on the broker: declare it, or stop ingesting it (`revenant dlq remove`)"
                     )
                 }
                 Err(e) => return Err(e).context("basic.consume refused"),
             };
-        let _live = Consuming::start(&stats.consuming);
+        let _live = Consuming::start(stats, queue);
         tracing::info!(prefetch, batch = shape.batch, "consuming");
         let mut gathering: Batch<batch::Pending> = Batch::new(shape.batch, shape.linger);
         // The parked deliveries travel with the flush in flight (it may park more) and come
@@ -296,31 +421,21 @@ impl Shape {
     }
 }
 
-async fn heartbeat(
-    pool: PgPool,
-    instance: uuid::Uuid,
-    queues: Vec<String>,
-    stats: Arc<IngestStats>,
-    shutdown: CancellationToken,
-) {
+async fn heartbeat(pool: PgPool, instance: uuid::Uuid, stats: Arc<IngestStats>, shutdown: CancellationToken) {
     let host = crate::host::name();
     loop {
-        let detail = serde_json::json!({"queues": queues, "counts": stats.snapshot()});
-        let res = sqlx::query!(
-            "INSERT INTO heartbeats (role, instance, host, detail) VALUES ('ingest', $1, $2, $3)
-             ON CONFLICT (role, instance) DO UPDATE SET last_seen = now(), detail = EXCLUDED.detail",
-            instance,
-            host,
-            detail
-        )
-        .execute(&pool)
-        .await;
-        if let Err(e) = res {
+        let detail = serde_json::json!({
+            "queues": stats.watched(), "consuming": stats.consuming_queues(), "counts": stats.snapshot(),
+        });
+        if let Err(e) = crate::heartbeats::upsert(&pool, "ingest", instance, &host, &detail).await {
             tracing::warn!(error = %e, "cannot write the ingest heartbeat");
         }
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(HEARTBEAT_EVERY) => {}
         }
     }
+    // A last beat, so the console stops naming this instance's queues as consumed at once.
+    let detail = serde_json::json!({"queues": [], "consuming": [], "counts": stats.snapshot(), "stopped": true});
+    let _ = crate::heartbeats::upsert(&pool, "ingest", instance, &host, &detail).await;
 }

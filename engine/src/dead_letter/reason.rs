@@ -2,13 +2,17 @@
 //!
 //! Policy: the first convention that yields something wins, in this order: explicit
 //! `x-exception-type`/`x-exception-message`; `x-exception` (text "Type: message" or a table);
-//! Spring AMQP's `x-exception-message` + `x-exception-stacktrace` (type from the trace's
-//! first line); `x-error`; Celery's `exc_type`/`exc_message`, else its `task` name as the
-//! type. Results are trimmed, whitespace collapsed and capped, so a stack trace pasted into a
+//! MassTransit's `MT-Fault-ExceptionType`/`MT-Fault-Message` (else the first line of
+//! `MT-Fault-StackTrace`); NServiceBus's `NServiceBus.ExceptionInfo.ExceptionType`/`.Message`
+//! (else the first line of its `.StackTrace`); Spring AMQP's `x-exception-message` +
+//! `x-exception-stacktrace` (type from the trace's first line); `x-error`; Celery's
+//! `exc_type`/`exc_message`, else its `task` name as the type. The MassTransit and
+//! NServiceBus names are matched ignoring ASCII case, as in `conventions`. Results are trimmed, whitespace collapsed and capped, so a stack trace pasted into a
 //! header cannot bloat every row; the untouched headers stay in the `headers` column.
 
 use lapin::types::{AMQPValue, FieldTable};
 
+use super::conventions::text_ci;
 use super::headers::as_text;
 
 pub const MAX_TYPE: usize = 200;
@@ -49,9 +53,10 @@ fn split_typed(text: &str) -> (Option<String>, Option<String>) {
 }
 
 pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
-    let Some(h) = headers.map(FieldTable::inner) else {
+    let Some(h_table) = headers else {
         return AppError::default();
     };
+    let h = h_table.inner();
     let text = |k: &str| h.get(k).and_then(as_text);
 
     let ex_type = text("x-exception-type");
@@ -81,6 +86,27 @@ pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
             }
         }
         None => {}
+    }
+    // MassTransit and NServiceBus: type and message headers, else the stack trace's first line
+    // (NServiceBus writes `Exception.ToString()`, "Type: message"; MassTransit's trace may
+    // start with the first frame, which is then the message).
+    for (type_key, message_key, trace_key) in [
+        ("MT-Fault-ExceptionType", "MT-Fault-Message", "MT-Fault-StackTrace"),
+        (
+            "NServiceBus.ExceptionInfo.ExceptionType",
+            "NServiceBus.ExceptionInfo.Message",
+            "NServiceBus.ExceptionInfo.StackTrace",
+        ),
+    ] {
+        let ty = text_ci(h_table, type_key).and_then(|t| normalise(&t, MAX_TYPE));
+        let msg = text_ci(h_table, message_key).and_then(|m| normalise(&m, MAX_MESSAGE));
+        if ty.is_some() && msg.is_some() {
+            return AppError { error_type: ty, message: msg };
+        }
+        let from_trace = text_ci(h_table, trace_key).as_deref().map(split_typed).unwrap_or_default();
+        if ty.is_some() || msg.is_some() || from_trace.0.is_some() || from_trace.1.is_some() {
+            return AppError { error_type: ty.or(from_trace.0), message: msg.or(from_trace.1) };
+        }
     }
     // Spring AMQP's RepublishMessageRecoverer: the message, and a trace whose first line
     // names the exception class.
@@ -163,6 +189,66 @@ mod tests {
         let e = from_headers(Some(&t));
         assert_eq!(e.error_type.as_deref(), Some("org.springframework.amqp.AmqpRejectAndDontRequeueException"));
         assert_eq!(e.message.as_deref(), Some("Listener threw exception"));
+    }
+
+    #[test]
+    fn masstransit_fault_headers_give_type_and_message() {
+        let t = h(&[
+            ("MT-Fault-ExceptionType", "System.InvalidOperationException"),
+            ("MT-Fault-Message", "Order 5 not found"),
+            ("MT-Fault-StackTrace", "   at Sales.SubmitOrderConsumer.Consume(ConsumeContext`1 context)"),
+            ("MT-Reason", "fault"),
+        ]);
+        let e = from_headers(Some(&t));
+        assert_eq!(e.error_type.as_deref(), Some("System.InvalidOperationException"));
+        assert_eq!(e.message.as_deref(), Some("Order 5 not found"));
+    }
+
+    #[test]
+    fn masstransit_falls_back_to_the_first_line_of_the_stack_trace() {
+        let typed = h(&[("MT-Fault-StackTrace", "System.TimeoutException: took 30s\n   at X.Y()")]);
+        let e = from_headers(Some(&typed));
+        assert_eq!(
+            (e.error_type.as_deref(), e.message.as_deref()),
+            (Some("System.TimeoutException"), Some("took 30s"))
+        );
+        let frames = h(&[
+            ("MT-Fault-ExceptionType", "System.TimeoutException"),
+            ("MT-Fault-StackTrace", "   at Sales.Consumer.Consume() in C:\\src\\Consumer.cs:line 12\n   at Z()"),
+        ]);
+        let e = from_headers(Some(&frames));
+        assert_eq!(e.error_type.as_deref(), Some("System.TimeoutException"));
+        assert_eq!(e.message.as_deref(), Some("at Sales.Consumer.Consume() in C:\\src\\Consumer.cs:line 12"));
+    }
+
+    #[test]
+    fn masstransit_headers_match_in_any_case() {
+        let e = from_headers(Some(&h(&[("mt-fault-exceptiontype", "E"), ("MT-FAULT-MESSAGE", "m")])));
+        assert_eq!((e.error_type.as_deref(), e.message.as_deref()), (Some("E"), Some("m")));
+    }
+
+    #[test]
+    fn nservicebus_exception_info_gives_type_and_message() {
+        let t = h(&[
+            ("NServiceBus.FailedQ", "Sales@MACHINE"),
+            ("NServiceBus.ExceptionInfo.ExceptionType", "System.ArgumentException"),
+            ("NServiceBus.ExceptionInfo.Message", "  amount\n must be positive "),
+            ("NServiceBus.ExceptionInfo.StackTrace", "System.ArgumentException: amount must be positive\n at A.B()"),
+        ]);
+        let e = from_headers(Some(&t));
+        assert_eq!(e.error_type.as_deref(), Some("System.ArgumentException"));
+        assert_eq!(e.message.as_deref(), Some("amount must be positive"));
+        let trace_only = h(&[("NServiceBus.ExceptionInfo.StackTrace", "Sales.OrderMissing: order 9\n at A.B()")]);
+        let e = from_headers(Some(&trace_only));
+        assert_eq!((e.error_type.as_deref(), e.message.as_deref()), (Some("Sales.OrderMissing"), Some("order 9")));
+    }
+
+    #[test]
+    fn explicit_headers_still_outrank_framework_ones() {
+        let t = h(&[("x-exception-type", "Mine"), ("MT-Fault-ExceptionType", "Theirs")]);
+        assert_eq!(from_headers(Some(&t)).error_type.as_deref(), Some("Mine"));
+        let t = h(&[("MT-Fault-Message", "mt"), ("x-exception-message", "spring"), ("x-error", "e")]);
+        assert_eq!(from_headers(Some(&t)).message.as_deref(), Some("mt"));
     }
 
     #[test]

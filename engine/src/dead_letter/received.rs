@@ -5,13 +5,15 @@
 //! queue, so the same message read twice (a redelivery after a crash between commit and ack)
 //! is recognised, while a message that died again carries a new `x-death` and is a new row.
 //! Two byte-identical messages published straight to a DLQ without id, timestamp or x-death
-//! collapse into one row; they are indistinguishable to an operator anyway.
+//! collapse into one row; they are indistinguishable to an operator anyway. Where a message
+//! came from is `x-death`'s account when it has one (the broker's own record), else what the
+//! failure headers of a recognised framework convention name (see `conventions`).
 
 use chrono::{DateTime, Utc};
 use lapin::{BasicProperties, message::Delivery};
 use sha2::{Digest, Sha256};
 
-use super::{fingerprint, headers, reason, x_death};
+use super::{conventions, fingerprint, headers, reason, x_death};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Received {
@@ -36,6 +38,9 @@ pub struct Derived {
     pub error_type: Option<String>,
     pub error_message: Option<String>,
     pub fingerprint: String,
+    /// The failure-header convention the headers follow (`Convention::as_str`), whether or
+    /// not the message also has `x-death`.
+    pub convention: Option<&'static str>,
 }
 
 impl Received {
@@ -59,9 +64,15 @@ impl Received {
         let h = self.properties.headers().as_ref();
         let deaths = x_death::parse(h);
         let app = reason::from_headers(h);
+        let recognised = conventions::recognise(h);
+        let convention = recognised.as_ref().map(|(c, _)| c.as_str());
         let (reason, original_queue, original_exchange, original_routing_keys, death_count, first_death_at) =
             match &deaths {
-                None => ("none", None, None, Vec::new(), 0, None),
+                // Republished by the application: only its framework's headers say where from.
+                None => {
+                    let origin = recognised.map(|(_, o)| o).unwrap_or_default();
+                    ("none", origin.queue, origin.exchange, origin.routing_key.into_iter().collect(), 0, None)
+                }
                 Some(d) => {
                     let latest = d.latest();
                     let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
@@ -91,6 +102,7 @@ impl Received {
             error_type: app.error_type,
             error_message: app.message,
             fingerprint,
+            convention,
         }
     }
 
@@ -183,5 +195,76 @@ mod tests {
         let d = r.derive();
         assert_eq!((d.reason, d.original_queue.as_deref(), d.death_count), ("expired", Some("work"), 3));
         assert_eq!((d.error_type.as_deref(), d.error_message.as_deref()), (Some("Timeout"), Some("after 30s")));
+    }
+
+    fn with_headers(pairs: &[(&str, &str)]) -> Received {
+        let mut h = FieldTable::default();
+        for (k, v) in pairs {
+            h.insert((*k).into(), AMQPValue::LongString((*v).into()));
+        }
+        let mut r = msg("1", b"x");
+        r.properties = r.properties.with_headers(h);
+        r
+    }
+
+    #[test]
+    fn a_spring_republished_message_takes_its_origin_from_the_headers() {
+        let r = with_headers(&[
+            ("x-original-exchange", "orders"),
+            ("x-original-routingKey", "order.created"),
+            ("x-original-queue", "orders.billing"),
+            ("x-exception-message", "Listener threw exception"),
+        ]);
+        let d = r.derive();
+        assert_eq!((d.reason, d.death_count, d.convention), ("none", 0, Some("spring")));
+        assert_eq!(d.original_queue.as_deref(), Some("orders.billing"));
+        assert_eq!(d.original_exchange.as_deref(), Some("orders"));
+        assert_eq!(d.original_routing_keys, vec!["order.created".to_string()]);
+        assert_eq!(d.error_message.as_deref(), Some("Listener threw exception"));
+        // Grouped by the queue the headers name, not by the DLQ it was read from.
+        let expected = fingerprint::fingerprint(Some("orders.billing"), "none", None, Some("Listener threw exception"));
+        assert_eq!(d.fingerprint, expected);
+    }
+
+    #[test]
+    fn a_masstransit_fault_takes_its_queue_from_the_input_address() {
+        let r = with_headers(&[
+            ("MT-Fault-ExceptionType", "System.InvalidOperationException"),
+            ("MT-Fault-Message", "Order 5 not found"),
+            ("MT-Fault-InputAddress", "rabbitmq://broker/sales/submit-order?bind=true"),
+            ("MT-Reason", "fault"),
+        ]);
+        let d = r.derive();
+        assert_eq!(d.convention, Some("masstransit"));
+        assert_eq!(d.original_queue.as_deref(), Some("submit-order"));
+        assert_eq!((d.original_exchange, d.original_routing_keys), (None, vec![]));
+        assert_eq!(d.error_type.as_deref(), Some("System.InvalidOperationException"));
+        assert_eq!(d.error_message.as_deref(), Some("Order 5 not found"));
+    }
+
+    #[test]
+    fn x_death_outranks_the_convention_headers_for_the_origin() {
+        let mut death = FieldTable::default();
+        death.insert("reason".into(), AMQPValue::LongString("rejected".into()));
+        death.insert("queue".into(), AMQPValue::LongString("work".into()));
+        death.insert("exchange".into(), AMQPValue::LongString("ex".into()));
+        death.insert("count".into(), AMQPValue::LongLongInt(1));
+        let mut r = with_headers(&[
+            ("x-original-exchange", "orders"),
+            ("x-original-routing-key", "order.created"),
+            ("x-original-queue", "orders.billing"),
+        ]);
+        let mut h = r.properties.headers().clone().unwrap();
+        h.insert("x-death".into(), AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()));
+        r.properties = r.properties.with_headers(h);
+        let d = r.derive();
+        assert_eq!((d.reason, d.convention), ("rejected", Some("x-original")));
+        assert_eq!((d.original_queue.as_deref(), d.original_exchange.as_deref()), (Some("work"), Some("ex")));
+    }
+
+    #[test]
+    fn a_plain_message_has_no_convention() {
+        let d = msg("1", b"x").derive();
+        assert_eq!((d.convention, d.original_exchange, d.original_routing_keys), (None, None, vec![]));
     }
 }

@@ -53,6 +53,8 @@ pub struct NewDeadLetter {
     error_type: Option<String>,
     error_message: Option<String>,
     fingerprint: String,
+    /// The failure-header convention recognised (`conventions::Convention::as_str`).
+    convention: Option<&'static str>,
     /// The queue its failure group is named after (the original one when known).
     group_queue: String,
     /// `(plan, dead letter)` of the replay that sent it, when it is a replay that died again.
@@ -112,6 +114,7 @@ impl NewDeadLetter {
             error_type: o(&d.error_type),
             error_message: o(&d.error_message),
             fingerprint: d.fingerprint,
+            convention: d.convention,
             queue: pg_text(&r.queue),
             body: r.body,
             replay_origin,
@@ -185,24 +188,24 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
                 $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::smallint[],
                 $13::smallint[], $14::text[], $15::text[], $16::jsonb[], $17::bytea[], $18::text[], $19::text[],
                 $20::text[], $21::text[], $22::text[], $23::jsonb[], $24::bigint[], $25::timestamptz[],
-                $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bigint[])
+                $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bigint[], $32::text[])
                 WITH ORDINALITY AS r (queue, natural_key, message_id, correlation_id, content_type,
                 content_encoding, amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority,
                 expiration, reply_to, headers, body, exchange, routing_key, reason, original_queue,
                 original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
-                fingerprint, group_id, replay_plan, replay_of, n)
+                fingerprint, group_id, replay_plan, replay_of, convention, n)
          ), ins AS (
             INSERT INTO dead_letters (queue, natural_key, message_id, correlation_id, content_type,
                 content_encoding, amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority,
                 expiration, reply_to, headers, body, body_size, exchange, routing_key, reason, original_queue,
                 original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
-                fingerprint, group_id, replay_of)
+                fingerprint, group_id, replay_of, convention)
             SELECT r.queue, r.natural_key, r.message_id, r.correlation_id, r.content_type, r.content_encoding,
                 r.amqp_timestamp, r.app_id, r.msg_type, r.user_id, r.cluster_id, r.delivery_mode, r.priority,
                 r.expiration, r.reply_to, r.headers, r.body, octet_length(r.body), r.exchange, r.routing_key,
                 r.reason, r.original_queue, r.original_exchange,
                 ARRAY(SELECT jsonb_array_elements_text(r.original_routing_keys)), r.death_count, r.first_death_at,
-                r.error_type, r.error_message, r.fingerprint, r.group_id, i.dead_letter_id
+                r.error_type, r.error_message, r.fingerprint, r.group_id, i.dead_letter_id, r.convention
             FROM r
             -- A replay that died again names the replay item that sent it: link the new dead
             -- letter to the one replayed (lineage), only when that item exists here.
@@ -247,7 +250,8 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
         &text(|r| r.fingerprint.clone()),
         &group_ids as &[Option<i64>],
         &rows.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>() as &[Option<i64>],
-        &rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>() as &[Option<i64>]
+        &rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>() as &[Option<i64>],
+        &rows.iter().map(|r| r.convention).collect::<Vec<_>>() as &[Option<&str>]
     )
     .fetch_all(&mut *conn)
     .await?;

@@ -25,7 +25,12 @@ pub enum Selection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode")]
 pub enum Target {
-    /// Each message's original exchange and (first) routing key, from its `x-death`.
+    /// Each message to the queue it died in (from `x-death`, or the failure headers its
+    /// framework set), through the default exchange: only that queue gets a copy, never the
+    /// sibling queues bound to the same routing key. The safe default.
+    Origin,
+    /// Each message's original exchange and (first) routing key, from its `x-death`: every
+    /// queue bound to that key gets a copy (the preview lists them).
     Original,
     Exchange {
         exchange: String,
@@ -40,6 +45,7 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TargetMode {
+    Origin,
     Original,
     Exchange,
     Queue,
@@ -48,6 +54,7 @@ pub enum TargetMode {
 impl Target {
     pub fn mode(&self) -> TargetMode {
         match self {
+            Self::Origin => TargetMode::Origin,
             Self::Original => TargetMode::Original,
             Self::Exchange { .. } => TargetMode::Exchange,
             Self::Queue { .. } => TargetMode::Queue,
@@ -57,7 +64,7 @@ impl Target {
     /// The fixed (exchange, routing key), or None when each message keeps its own.
     pub fn fixed(&self) -> Option<(&str, &str)> {
         match self {
-            Self::Original => None,
+            Self::Origin | Self::Original => None,
             Self::Exchange { exchange, routing_key } => Some((exchange, routing_key)),
             Self::Queue { queue } => Some(("", queue)),
         }
@@ -67,6 +74,7 @@ impl Target {
 impl TargetMode {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Origin => "origin",
             Self::Original => "original",
             Self::Exchange => "exchange",
             Self::Queue => "queue",
@@ -87,6 +95,9 @@ pub struct TargetCheck {
     pub queue: Option<String>,
     /// Consumers on that queue right now.
     pub consumers: Option<u32>,
+    /// Through an exchange: every queue the broker would route it to (from the management
+    /// API); None when that could not be read or routing cannot be told from a snapshot.
+    pub reaches: Option<Vec<String>>,
 }
 
 /// What a plan would do, shown before anything is sent.
@@ -97,9 +108,12 @@ pub struct Preview {
     pub targets: Vec<TargetCheck>,
     /// True when there are more destinations than listed.
     pub more_targets: bool,
-    /// Messages with no original destination (published straight to the DLQ): a replay to
-    /// their original target is refused; pick an exchange or queue instead.
+    /// Messages with no destination for this target (no `x-death` and no failure headers
+    /// naming one): the plan is refused; pick an exchange or queue instead.
     pub without_destination: i64,
+    /// The queues the selection's messages died in, most messages first (at most a few):
+    /// what the "a queue" field is prefilled with.
+    pub origin_queues: Vec<String>,
     /// Messages of the selection that were replayed before (sent by an earlier plan, or
     /// themselves a replay that died again).
     pub already_replayed: i64,

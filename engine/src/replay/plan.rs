@@ -89,8 +89,13 @@ pub async fn create(
     .await?;
     if without_destination > 0 {
         return Err(ReplayError::Invalid(format!(
-            "{without_destination} of the selected messages have no original destination (no x-death); \
-             replay them to an exchange or a queue"
+            "{without_destination} of the selected messages name no {} (no x-death, no failure headers); \
+             replay them to an exchange or a queue",
+            if req.target == super::Target::Origin {
+                "queue they died in"
+            } else {
+                "original exchange and routing key"
+            }
         )));
     }
 

@@ -47,9 +47,17 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
         .map(|(exchange, routing_key, count)| {
             // Through the default exchange the routing key is the queue.
             let queue = exchange.is_empty().then(|| routing_key.clone());
-            TargetCheck { exchange, routing_key, count, exists: None, queue, consumers: None }
+            TargetCheck { exchange, routing_key, count, exists: None, queue, consumers: None, reaches: None }
         })
         .collect();
+    // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
+    let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
+    selection::push_resolved(&mut q, sel, target);
+    q.push(
+        ") SELECT origin_queue FROM s WHERE origin_queue IS NOT NULL
+           GROUP BY origin_queue ORDER BY count(*) DESC, origin_queue LIMIT 5",
+    );
+    let origin_queues: Vec<String> = q.build_query_scalar().fetch_all(pool).await?;
     let broker_error = match tokio::time::timeout(BROKER_TIMEOUT, check(amqp_url, &mut targets)).await {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(format!("{e:#}")),
@@ -63,10 +71,35 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
         targets,
         more_targets,
         without_destination,
+        origin_queues,
         already_replayed,
         needs_typed_confirmation: count > TYPED_CONFIRMATION_ABOVE,
         broker_error,
     })
+}
+
+/// Fills `reaches` for the targets that go through an exchange: the queues the broker routes
+/// each (exchange, routing key) to, from one management API snapshot. A failure leaves them
+/// None and is returned for the preview to show.
+pub async fn reaches(
+    http: &reqwest::Client,
+    management_url: &str,
+    vhost: &str,
+    targets: &mut [TargetCheck],
+) -> Result<(), crate::topology::TopologyError> {
+    use crate::topology::routing::{Route, route};
+    if targets.iter().all(|t| t.exchange.is_empty()) {
+        return Ok(());
+    }
+    let t = crate::topology::fetch::snapshot(http, management_url, vhost).await?;
+    for check in targets.iter_mut().filter(|c| !c.exchange.is_empty()) {
+        check.reaches = match route(&t, &check.exchange, &check.routing_key) {
+            Route::Queues(q) => Some(q.into_iter().collect()),
+            Route::Nowhere => Some(Vec::new()),
+            Route::Unknown(_) => None,
+        };
+    }
+    Ok(())
 }
 
 async fn check(amqp_url: &str, targets: &mut [TargetCheck]) -> anyhow::Result<()> {

@@ -40,7 +40,7 @@ pub fn validate(sel: &Selection, target: &Target) -> Result<(), ReplayError> {
         }
     };
     match target {
-        Target::Original => Ok(()),
+        Target::Origin | Target::Original => Ok(()),
         Target::Exchange { exchange, routing_key } => {
             if exchange.is_empty() {
                 return Err(ReplayError::Invalid("pick an exchange, or choose the queue target".into()));
@@ -57,7 +57,7 @@ pub fn validate(sel: &Selection, target: &Target) -> Result<(), ReplayError> {
     }
 }
 
-/// Pushes `SELECT dead_letter_id, exchange, routing_key, failed_at, replayed_before FROM …`
+/// Pushes `SELECT dead_letter_id, exchange, routing_key, origin_queue, failed_at, replayed_before FROM …`
 /// for the awaiting dead letters of `sel`. Rows without a destination (original target, no
 /// `x-death`) come out with a NULL exchange; callers count or exclude them.
 pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, target: &Target) {
@@ -67,6 +67,11 @@ pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, tar
             q.push_bind(exchange.to_string()).push("::text AS exchange, ");
             q.push_bind(routing_key.to_string()).push("::text AS routing_key, ");
         }
+        // The queue it died in, through the default exchange (the key names the queue).
+        None if *target == Target::Origin => {
+            q.push("CASE WHEN d.original_queue IS NULL THEN NULL ELSE '' END AS exchange, ");
+            q.push("d.original_queue AS routing_key, ");
+        }
         // A message published to several keys (CC/BCC) is replayed to the first one.
         None => {
             q.push("CASE WHEN d.original_routing_keys[1] IS NULL THEN NULL ELSE d.original_exchange END AS exchange, ");
@@ -74,7 +79,7 @@ pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, tar
         }
     }
     q.push(
-        "coalesce(d.first_death_at, d.ingested_at) AS failed_at,
+        "d.original_queue AS origin_queue, coalesce(d.first_death_at, d.ingested_at) AS failed_at,
          (d.replay_of IS NOT NULL OR EXISTS (SELECT 1 FROM replay_items ri
             WHERE ri.dead_letter_id = d.id AND ri.status = 'sent')) AS replayed_before
          FROM dead_letters d WHERE d.status = 'awaiting'",

@@ -1,7 +1,26 @@
 //! Reading one setting: from the environment first, then the file, with a message that names
 //! both the key and the variable when the value is bad.
 
+use std::cell::RefCell;
+
 use super::SettingsError;
+
+thread_local! {
+    /// Environment variables that replaced a value the file set, in the order read (one
+    /// `build` at a time per thread; `take_overrides` empties it).
+    static OVERRIDES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records that `envname` replaced the file's value, when both were set.
+pub(super) fn note_override(envname: &str, env_set: bool, file_set: bool) {
+    if env_set && file_set {
+        OVERRIDES.with(|o| o.borrow_mut().push(envname.to_string()));
+    }
+}
+
+pub(super) fn take_overrides() -> Vec<String> {
+    OVERRIDES.with(|o| std::mem::take(&mut *o.borrow_mut()))
+}
 
 /// One line: the message, and the line of the file it points at (which names the key).
 pub(super) fn toml_reason(text: &str, e: &toml::de::Error) -> String {
@@ -16,7 +35,9 @@ pub(super) fn toml_reason(text: &str, e: &toml::de::Error) -> String {
 }
 
 pub(super) fn pick(env: &dyn Fn(&str) -> Option<String>, name: &str, file: Option<String>) -> Option<String> {
-    env(name).or(file)
+    let from_env = env(name);
+    note_override(name, from_env.is_some(), file.is_some());
+    from_env.or(file)
 }
 
 pub(super) fn int(
@@ -27,6 +48,7 @@ pub(super) fn int(
     default: i64,
     range: std::ops::RangeInclusive<i64>,
 ) -> Result<i64, SettingsError> {
+    note_override(envname, env(envname).is_some(), file.is_some());
     let value = match env(envname) {
         Some(v) => v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
             key,
@@ -52,6 +74,7 @@ pub(super) fn boolean(
     file: Option<bool>,
     default: bool,
 ) -> Result<bool, SettingsError> {
+    note_override(envname, env(envname).is_some(), file.is_some());
     match env(envname) {
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "1" | "true" | "yes" | "on" => Ok(true),

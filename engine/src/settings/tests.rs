@@ -39,6 +39,22 @@ fn env_overrides_the_file() {
     let s = build(raw, &env_of(&e)).unwrap();
     assert_eq!(s.bind.port(), 4000);
     assert_eq!(s.relay.window, 1);
+    // Start-up names the variables that replaced a file value, and only those.
+    assert_eq!(s.overrides, ["REVENANT_RELAY_WINDOW"]);
+}
+
+#[test]
+fn an_env_queue_list_over_the_files_is_reported_and_auto_is_read() {
+    let raw: RawFile = toml::from_str("[ingest]\nqueues = [\"a.dlq\"]\nauto = true\n").unwrap();
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_INGEST_QUEUES", "b.dlq, c.dlq"));
+    let s = build(raw, &env_of(&e)).unwrap();
+    assert_eq!(s.ingest.queues, ["b.dlq", "c.dlq"]);
+    assert!(s.ingest.auto);
+    assert_eq!(s.overrides, ["REVENANT_INGEST_QUEUES"]);
+    // Without a file value, an environment variable overrides nothing.
+    let s = build(RawFile::default(), &env_of(&e)).unwrap();
+    assert!(s.overrides.is_empty() && !s.ingest.auto);
 }
 
 #[test]

@@ -334,7 +334,7 @@ fn dead_letter_checks(t: &Topology, q: &Queue, level: Level, roles: &[Role], wat
             DEAD_LETTER_WATCHED,
             strict(level),
             format!("unwatched DLQ {}: dead letters pile up where nobody looks", list(&unwatched)),
-            "add it to ingest.queues in revenant.toml, or set a depth alert on it",
+            "start ingesting it (the button on this page, or `revenant dlq add QUEUE`), or set a depth alert on it",
         )
     });
     out

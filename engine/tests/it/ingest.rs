@@ -107,13 +107,16 @@ pub(crate) struct Running {
 }
 
 pub(crate) fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
-    start_ingest_with(pool, IngestSettings { queues, prefetch: 50, batch: 50, linger: Duration::from_millis(5) })
+    start_ingest_with(
+        pool,
+        IngestSettings { queues, auto: false, prefetch: 50, batch: 50, linger: Duration::from_millis(5) },
+    )
 }
 
 pub(crate) fn start_ingest_with(pool: &PgPool, cfg: IngestSettings) -> Running {
     let token = CancellationToken::new();
     let stats = Arc::new(IngestStats::default());
-    let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, stats.clone(), token.clone()));
+    let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, None, stats.clone(), token.clone()));
     Running { token, handle, stats }
 }
 

@@ -7,6 +7,7 @@ mod demo;
 mod ingest;
 mod ingest_batch;
 mod ingest_corpus;
+mod ingest_watch;
 mod relay;
 mod relay_mapped;
 mod replay;

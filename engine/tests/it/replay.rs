@@ -3,6 +3,7 @@
 //! database per test. This file holds the harness; the tests are in `replay/`.
 
 mod marks;
+mod origin;
 mod plans;
 mod sending;
 mod story;
@@ -226,9 +227,9 @@ pub struct Ingest {
 impl Ingest {
     pub fn start(pool: &PgPool, queues: Vec<String>) -> Self {
         let token = CancellationToken::new();
-        let cfg = IngestSettings { queues, prefetch: 50, batch: 50, linger: Duration::from_millis(5) };
+        let cfg = IngestSettings { queues, auto: false, prefetch: 50, batch: 50, linger: Duration::from_millis(5) };
         let stats = Arc::new(IngestStats::default());
-        let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, stats, token.clone()));
+        let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, None, stats, token.clone()));
         Self { token, handle }
     }
 

@@ -339,7 +339,6 @@ async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchang
         management_url: management_url(),
         vhost: v.name.clone(),
         config_contracts: vec![(pattern.to_string(), Level::Critical)],
-        ingest_queues: vec![],
     };
     let state = |pool: sqlx::PgPool| async move {
         sqlx::query_scalar::<_, String>("SELECT state FROM alert_state").fetch_optional(&pool).await.unwrap()

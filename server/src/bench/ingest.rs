@@ -155,13 +155,14 @@ async fn bench(
 /// The ingester on `queue` until it has settled `n` deliveries.
 async fn ingest(settings: &Settings, pool: &PgPool, queue: &str, n: u32) -> anyhow::Result<(Duration, IngestCounts)> {
     let stats = Arc::new(IngestStats::default());
-    let cfg = IngestSettings { queues: vec![queue.to_string()], ..settings.ingest.clone() };
+    let cfg = IngestSettings { queues: vec![queue.to_string()], auto: false, ..settings.ingest.clone() };
     let stop = CancellationToken::new();
     let start = Instant::now();
     let handle = tokio::spawn(ingest::run(
         pool.clone(),
         settings.amqp_url.expose_secret().to_string(),
         cfg,
+        None,
         stats.clone(),
         stop.clone(),
     ));

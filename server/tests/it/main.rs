@@ -4,6 +4,7 @@ mod audit;
 mod chaos;
 mod chaos_mapped;
 mod cli;
+mod dlq_cli;
 mod hardening;
 mod harness;
 mod metrics;

@@ -205,7 +205,7 @@ pub async fn alerts_targets() -> Result<FormOptions, AppError> {
         .collect();
     Ok(FormOptions {
         kinds,
-        queues: state.settings.ingest.queues.clone(),
+        queues: engine::dead_letter::watch::watching(&state.pool).await?,
         sources: state.sources.iter().map(|s| s.name.clone()).collect(),
     })
 }

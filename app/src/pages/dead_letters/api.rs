@@ -32,6 +32,10 @@ pub struct QueueView {
     pub awaiting: i64,
     /// Broker depth over the last hour, oldest first, for a sparkline.
     pub series: Vec<i64>,
+    /// In the watched set (ingesters are asked to consume it).
+    pub watching: bool,
+    /// A live ingester consumes it now (from the ingesters' heartbeats).
+    pub ingested: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -98,6 +102,17 @@ pub struct DeadLetterView {
     pub body: BodyView,
     pub group_id: Option<i64>,
     pub replay_of: Option<i64>,
+    /// The queue it died in (what replay sends it back to by default).
+    pub origin_queue: Option<String>,
+    /// The framework failure-header convention recognised, when one is.
+    pub convention: Option<ConventionView>,
+}
+
+/// "Recognised: Spring AMQP RepublishMessageRecoverer", and what its headers say.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ConventionView {
+    pub name: String,
+    pub facts: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -165,15 +180,18 @@ pub async fn dl_queues() -> Result<Vec<QueueView>, AppError> {
     server::queues().await
 }
 
-/// Dead-letter queues the broker has (queues another queue dead-letters into) that Revenant
-/// does not ingest; empty when the management API is off or unreachable.
+/// Dead-letter queues the broker has (queues another queue dead-letters into) that no live
+/// ingester consumes and that are not in the watched set; empty when the management API is
+/// off or unreachable.
 #[server(prefix = "/api", endpoint = "dead-letters/discovered")]
 pub async fn dl_discovered() -> Result<Vec<String>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let Some(url) = state.settings.management_url.as_ref().map(|u| u.expose_secret()) else { return Ok(Vec::new()) };
     let http = engine::topology::http_client().map_err(AppError::internal)?;
-    let watched: std::collections::HashSet<String> = state.settings.ingest.queues.iter().cloned().collect();
+    let mut watched: std::collections::HashSet<String> =
+        engine::dead_letter::watch::watching(&state.pool).await?.into_iter().collect();
+    watched.extend(engine::dead_letter::watch::ingesting(&state.pool).await?);
     let report =
         engine::topology::report_or_unreachable(&http, url, &state.settings.topology_vhost, &[], &watched).await;
     Ok(report
@@ -182,6 +200,29 @@ pub async fn dl_discovered() -> Result<Vec<String>, AppError> {
         .filter(|q| q.role == engine::topology::dead_lettering::Role::DeadLetter && !watched.contains(&q.queue))
         .map(|q| q.queue)
         .collect())
+}
+
+/// Starts (`start`) or stops ingesting one queue: the watched set every ingester follows
+/// within a few seconds, audited as `dlq.watch` / `dlq.unwatch`. Stopping drops nothing.
+#[server(prefix = "/api", endpoint = "dead-letters/watch")]
+pub async fn dl_watch(queue: String, start: bool) -> Result<String, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    let ip = crate::guard::client_ip();
+    use engine::dead_letter::watch::{self, Origin, WatchError};
+    let queue = queue.trim().to_string();
+    let done = watch::set(&state.pool, &principal, ip.as_deref(), std::slice::from_ref(&queue), start, Origin::Console)
+        .await
+        .map_err(|e| match e {
+            WatchError::BadName(_) => AppError::Invalid(e.to_string()),
+            WatchError::Db(e) => AppError::from(e),
+        })?;
+    Ok(match (start, done.changed.is_empty()) {
+        (true, false) => format!("{queue}: ingesting starts within a few seconds."),
+        (true, true) => format!("{queue} was already watched."),
+        (false, false) => format!("{queue}: ingesting stops within a few seconds; its messages stay in RabbitMQ."),
+        (false, true) => format!("{queue} was not being ingested."),
+    })
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/list")]

@@ -49,6 +49,16 @@ pub fn DeadLetterPage() -> impl IntoView {
                                         }).collect_view()}
                                     </tbody></table>
                                 </div>
+                                {d.convention.clone().map(|c| view! {
+                                    <div class="card" data-testid="convention">
+                                        <h2 class="text-sm font-semibold px-2 pt-2">"Failure headers recognised: "{c.name}</h2>
+                                        <table class="tbl"><tbody>
+                                            {c.facts.into_iter().map(|(k, v)| view! {
+                                                <tr><th class="w-44">{k}</th><td class="font-mono text-xs break-all">{v}</td></tr>
+                                            }).collect_view()}
+                                        </tbody></table>
+                                    </div>
+                                })}
                                 <div class="card">
                                     <h2 class="text-sm font-semibold px-2 pt-2">"x-death history"</h2>
                                     <table class="tbl" data-testid="deaths">
@@ -61,7 +71,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                             }).collect_view()}
                                         </tbody>
                                     </table>
-                                    {d.deaths.is_empty().then(|| view! { <p class="p-2 text-sm muted">"No x-death header: this message was published to the queue directly."</p> })}
+                                    {d.deaths.is_empty().then(|| view! { <p class="p-2 text-sm muted">"No x-death header: this message was published to the queue directly (by an application, or a framework's recoverer)."</p> })}
                                 </div>
                                 <div class="card">
                                     <h2 class="text-sm font-semibold px-2 pt-2">"Headers"</h2>
@@ -74,7 +84,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                 </div>
                             </div>
                             <div class="flex flex-col gap-4">
-                                <ReplayThis id=d.id replayable=matches!(d.status.as_str(), "awaiting" | "replayed" | "archived") />
+                                <ReplayThis id=d.id replayable=matches!(d.status.as_str(), "awaiting" | "replayed" | "archived") origin=d.origin_queue.clone() />
                                 <EditPanel id=d.id />
                                 <div class="card">
                                     <h2 class="text-sm font-semibold px-2 pt-2">"Story"</h2>
@@ -111,16 +121,18 @@ pub fn DeadLetterPage() -> impl IntoView {
 
 /// "Replay this message…", for operators, when the message can be replayed.
 #[component]
-fn ReplayThis(id: i64, replayable: bool) -> impl IntoView {
+fn ReplayThis(id: i64, replayable: bool, origin: Option<String>) -> impl IntoView {
     let caller = Resource::new(|| (), |_| whoami());
     view! {
         <Suspense fallback=|| ()>
-            {move || Suspend::new(async move {
+            {move || {
+                let origin = origin.clone();
+                Suspend::new(async move {
                 let can = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
                 (can && replayable).then(|| view! {
-                    <div><ReplayPanel selection=Signal::derive(move || SelectionInput::Ids(vec![id])) label="Replay this message…" /></div>
+                    <div><ReplayPanel selection=Signal::derive(move || SelectionInput::Ids(vec![id])) label="Replay this message…" origin=origin.unwrap_or_default() /></div>
                 })
-            })}
+            })}}
         </Suspense>
     }
 }

@@ -40,6 +40,8 @@ pub struct TargetView {
     pub exists: Option<bool>,
     pub queue: Option<String>,
     pub consumers: Option<u32>,
+    /// Through an exchange: the queues it routes to (None when unknown).
+    pub reaches: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +50,7 @@ pub struct PreviewView {
     pub targets: Vec<TargetView>,
     pub more_targets: bool,
     pub without_destination: i64,
+    pub origin_queues: Vec<String>,
     pub already_replayed: i64,
     pub needs_typed_confirmation: bool,
     pub broker_error: Option<String>,

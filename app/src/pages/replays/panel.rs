@@ -1,6 +1,8 @@
 //! The replay planner: choose a target and pace, preview (how many, to where, do the targets
 //! exist and have consumers, replayed before?), confirm — typing the count for big plans —
-//! and go to the plan's progress page.
+//! and go to the plan's progress page. The default target is the queue each message died in
+//! (only that queue receives it); through an exchange, the preview names every queue reached
+//! and warns when that is more than one.
 
 use leptos::prelude::*;
 
@@ -8,12 +10,18 @@ use super::api::{PlanOptions, ReplayCreate, ReplayPreview, SelectionInput, Targe
 use crate::layout::ErrorBox;
 
 #[component]
-pub fn ReplayPanel(selection: Signal<SelectionInput>, #[prop(into)] label: String) -> impl IntoView {
+pub fn ReplayPanel(
+    selection: Signal<SelectionInput>,
+    #[prop(into)] label: String,
+    /// The queue the message died in, when the page knows it: prefills "a queue".
+    #[prop(optional)]
+    origin: Option<String>,
+) -> impl IntoView {
     let open = RwSignal::new(false);
-    let mode = RwSignal::new("original".to_string());
+    let mode = RwSignal::new("origin".to_string());
     let exchange = RwSignal::new(String::new());
     let routing_key = RwSignal::new(String::new());
-    let queue = RwSignal::new(String::new());
+    let queue = RwSignal::new(origin.unwrap_or_default());
     let rate = RwSignal::new("50".to_string());
     let start_in = RwSignal::new(String::new());
     let ordered = RwSignal::new(false);
@@ -27,6 +35,15 @@ pub fn ReplayPanel(selection: Signal<SelectionInput>, #[prop(into)] label: Strin
         routing_key: routing_key.get_untracked(),
         queue: queue.get_untracked(),
     };
+    // A preview tells the selection's origin queues: prefill "a queue" when it is one queue.
+    Effect::new(move |_| {
+        if let Some(Ok(p)) = preview.value().get()
+            && p.origin_queues.len() == 1
+            && queue.get_untracked().trim().is_empty()
+        {
+            queue.set(p.origin_queues[0].clone());
+        }
+    });
     Effect::new(move |_| {
         if let Some(Ok(id)) = create.value().get() {
             let navigate = leptos_router::hooks::use_navigate();
@@ -44,10 +61,15 @@ pub fn ReplayPanel(selection: Signal<SelectionInput>, #[prop(into)] label: Strin
             <div class="card p-3 my-2 w-full text-sm flex flex-col gap-2" data-testid="replay-panel">
                 <div class="flex flex-wrap gap-3 items-center">
                     <span class="font-medium">"Target"</span>
-                    {["original", "exchange", "queue"].into_iter().map(|m| view! {
+                    {["origin", "original", "exchange", "queue"].into_iter().map(|m| view! {
                         <label class="flex items-center gap-1">
                             <input type="radio" name="replay-target" value=m prop:checked=move || mode.get() == m on:change=move |_| mode.set(m.to_string()) />
-                            {match m { "original" => "original exchange + routing key", "exchange" => "another exchange", _ => "a queue" }}
+                            {match m {
+                                "origin" => "the queue it died in (only that queue)",
+                                "original" => "original exchange + routing key (every bound queue)",
+                                "exchange" => "another exchange",
+                                _ => "a queue",
+                            }}
                         </label>
                     }).collect_view()}
                 </div>
@@ -74,19 +96,36 @@ pub fn ReplayPanel(selection: Signal<SelectionInput>, #[prop(into)] label: Strin
                     Ok(p) => {
                         let needs = p.needs_typed_confirmation;
                         let count = p.count;
+                        let fan_out: Vec<String> = p.targets.iter().filter_map(|t| {
+                            let r = t.reaches.as_ref().filter(|r| r.len() > 1)?;
+                            Some(format!("exchange `{}` key `{}` reaches {} queues: {}", t.exchange, t.routing_key, r.len(), r.join(", ")))
+                        }).collect();
                         view! {
                             <div class="border-t border-slate-200 dark:border-slate-800 pt-2" data-testid="replay-preview">
                                 <p><b data-testid="preview-count">{p.count}</b>" messages will be replayed"
                                     {(p.already_replayed > 0).then(|| view! { <span class="text-amber-700 dark:text-amber-400">{format!(" — {} of them were replayed before", p.already_replayed)}</span> })}
-                                    {(p.without_destination > 0).then(|| view! { <span class="text-red-700">{format!(" — {} have no original destination (no x-death): choose another target", p.without_destination)}</span> })}
+                                    {(p.without_destination > 0).then(|| view! { <span class="text-red-700">{format!(" — {} name no destination for this target (no x-death, no failure headers): choose another target", p.without_destination)}</span> })}
                                 </p>
                                 {p.broker_error.clone().map(|e| view! { <p class="text-red-700">"Could not check the targets on the broker: "{e}</p> })}
-                                <table class="tbl mt-1"><thead><tr><th>"Exchange"</th><th>"Routing key"</th><th>"Messages"</th><th>"Exists"</th><th>"Consumers"</th></tr></thead>
+                                {(!fan_out.is_empty()).then(|| view! {
+                                    <div class="text-amber-800 dark:text-amber-300" role="alert" data-testid="fan-out-warning">
+                                        <p class="font-medium">"Every queue bound to the key gets a copy, including queues whose consumers already processed it:"</p>
+                                        <ul class="list-disc ml-5">{fan_out.into_iter().map(|l| view! { <li class="font-mono text-xs break-all">{l}</li> }).collect_view()}</ul>
+                                        <p>"To send each message only where it failed, choose \"the queue it died in\"."</p>
+                                    </div>
+                                })}
+                                <table class="tbl mt-1"><thead><tr><th>"Exchange"</th><th>"Routing key"</th><th>"Messages"</th><th>"Exists"</th><th>"Consumers"</th><th>"Reaches"</th></tr></thead>
                                     <tbody>{p.targets.into_iter().map(|t| view! {
                                         <tr><td class="font-mono text-xs">{if t.exchange.is_empty() { "(default)".to_string() } else { t.exchange }}</td>
                                         <td class="font-mono text-xs">{t.routing_key}</td><td class="tabular-nums">{t.count}</td>
                                         <td>{match t.exists { Some(true) => "yes", Some(false) => "NO", None => "?" }}</td>
-                                        <td>{t.queue.map(|q| format!("{} on {q}", t.consumers.map(|c| c.to_string()).unwrap_or_else(|| "?".into())))}</td></tr>
+                                        <td>{t.queue.clone().map(|q| format!("{} on {q}", t.consumers.map(|c| c.to_string()).unwrap_or_else(|| "?".into())))}</td>
+                                        <td class="font-mono text-xs break-all" data-testid="target-reaches">{match (&t.queue, &t.reaches) {
+                                            (Some(q), _) => format!("only {q}"),
+                                            (None, Some(r)) if r.is_empty() => "no queue (unroutable)".to_string(),
+                                            (None, Some(r)) => r.join(", "),
+                                            (None, None) => "?".to_string(),
+                                        }}</td></tr>
                                     }).collect_view()}</tbody>
                                 </table>
                                 {p.more_targets.then(|| view! { <p class="muted text-xs">"More targets than shown."</p> })}

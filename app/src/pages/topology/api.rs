@@ -32,6 +32,9 @@ pub struct QueueView {
     pub publish_rate: Option<f64>,
     pub deliver_rate: Option<f64>,
     pub checks: Vec<CheckView>,
+    /// For a dead-letter queue: whether it is in Revenant's watched set (ingested).
+    #[serde(default)]
+    pub watched: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -169,10 +172,16 @@ pub async fn topology_report() -> Result<TopologyView, AppError> {
         return Ok(server::report_view(r, true));
     };
     let contracts = server::contracts(&state.pool, s).await?;
-    let watched = engine::topology::watched(&state.pool, &s.ingest.queues).await?;
+    let watched = engine::topology::watched(&state.pool).await?;
     let http = engine::topology::http_client().map_err(AppError::internal)?;
     let r = engine::topology::report_or_unreachable(&http, url, &s.topology_vhost, &contracts, &watched).await;
-    Ok(server::report_view(r, false))
+    let ingested: std::collections::HashSet<String> =
+        engine::dead_letter::watch::watching(&state.pool).await?.into_iter().collect();
+    let mut view = server::report_view(r, false);
+    for q in view.queues.iter_mut().filter(|q| q.role == "dead-letter") {
+        q.watched = Some(ingested.contains(&q.name));
+    }
+    Ok(view)
 }
 
 #[server(prefix = "/api", endpoint = "topology/contracts")]

@@ -8,11 +8,12 @@
 use leptos::prelude::*;
 
 use super::api::{CheckView, ExchangeView, NodeView, QueueView, TopologyView, verdict_rank, worst};
+use crate::pages::dead_letters::watch::{Manage, WatchButton};
 use crate::widgets::Pill;
 
 /// The whole report for one snapshot.
 #[component]
-pub fn ReportBody(r: TopologyView) -> impl IntoView {
+pub fn ReportBody(r: TopologyView, manage: Option<Manage>) -> impl IntoView {
     if !r.reachable {
         return view! { <Unreachable r /> }.into_any();
     }
@@ -33,7 +34,7 @@ pub fn ReportBody(r: TopologyView) -> impl IntoView {
             <span>"Node alarms: "<b class=("text-red-700", s.alarms > 0) class=("dark:text-red-400", s.alarms > 0)>{if s.alarms == 0 { "none".to_string() } else { s.alarms.to_string() }}</b></span>
         </p>
         <Nodes nodes=r.nodes />
-        <Queues queues=r.queues />
+        <Queues queues=r.queues manage />
         <h2 class="text-base font-semibold mt-5 mb-2">"Exchanges that can drop messages"</h2>
         {if flagged.is_empty() {
             let text = match exchanges_ok {
@@ -143,7 +144,7 @@ fn rate(r: Option<f64>) -> String {
 const COLUMNS: usize = 7;
 
 #[component]
-fn Queues(queues: Vec<QueueView>) -> impl IntoView {
+fn Queues(queues: Vec<QueueView>, manage: Option<Manage>) -> impl IntoView {
     let empty = queues.is_empty();
     view! {
         <div class="card overflow-x-auto">
@@ -152,7 +153,7 @@ fn Queues(queues: Vec<QueueView>) -> impl IntoView {
                     <th>"Queue"</th><th>"Contract"</th><th>"Role"</th><th class="text-right">"Consumers"</th>
                     <th class="text-right">"Ready / unacked"</th><th class="text-right">"Publish / deliver"</th><th>"Checks"</th>
                 </tr></thead>
-                {queues.into_iter().map(|q| view! { <QueueRows q /> }).collect_view()}
+                {queues.into_iter().map(|q| view! { <QueueRows q manage /> }).collect_view()}
             </table>
             {empty.then(|| view! { <p class="p-3 muted text-sm">"No queues in this vhost."</p> })}
         </div>
@@ -161,7 +162,17 @@ fn Queues(queues: Vec<QueueView>) -> impl IntoView {
 
 /// A queue's row, and under it a row with its failing and warning checks.
 #[component]
-fn QueueRows(q: QueueView) -> impl IntoView {
+fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
+    let ingest = match (q.watched, manage) {
+        (Some(false), Some(m)) => {
+            Some(view! { <div class="mt-1"><WatchButton queue=q.name.clone() start=true manage=m /></div> }.into_any())
+        }
+        (Some(false), None) => {
+            Some(view! { <div class="text-xs text-amber-700 dark:text-amber-300">"not ingested"</div> }.into_any())
+        }
+        (Some(true), _) => Some(view! { <div class="text-xs muted">"ingested"</div> }.into_any()),
+        (None, _) => None,
+    };
     let worst = q.worst().to_string();
     let critical_failing = q.failing_critical();
     let via = match &q.contract {
@@ -187,7 +198,7 @@ fn QueueRows(q: QueueView) -> impl IntoView {
                     <Pill text=q.level.clone() />
                     {via.map(|v| view! { <div class="text-xs muted font-mono break-all">{v}</div> })}
                 </td>
-                <td class="text-xs whitespace-nowrap">{q.role.clone()}</td>
+                <td class="text-xs whitespace-nowrap">{q.role.clone()}{ingest}</td>
                 <td class="text-right tabular-nums">{num(q.consumers)}</td>
                 <td class="text-right tabular-nums whitespace-nowrap">{num(q.ready)}" / "{num(q.unacked)}</td>
                 <td class="text-right tabular-nums whitespace-nowrap">{rate(q.publish_rate)}" / "{rate(q.deliver_rate)}</td>

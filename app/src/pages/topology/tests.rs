@@ -13,6 +13,7 @@ fn check(name: &str, verdict: &str) -> CheckView {
 
 fn queue(name: &str, level: &str, verdicts: &[&str]) -> QueueView {
     QueueView {
+        watched: None,
         name: name.into(),
         level: level.into(),
         contract: None,
@@ -76,7 +77,7 @@ mod render {
     use crate::pages::topology::{api::server, report::ReportBody};
 
     fn html(r: TopologyView) -> String {
-        Owner::new().with(|| view! { <ReportBody r /> }.to_html())
+        Owner::new().with(|| view! { <ReportBody r manage=None /> }.to_html())
     }
 
     #[test]

@@ -60,7 +60,9 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
     let state = crate::state::app_state()?;
     let latest = engine::dead_letter::depth::latest(&state.pool).await?;
     let awaiting = engine::dead_letter::awaiting::by_queue(&state.pool).await?;
-    let mut names: Vec<String> = state.settings.ingest.queues.clone();
+    let watching = engine::dead_letter::watch::watching(&state.pool).await?;
+    let ingesting = engine::dead_letter::watch::ingesting(&state.pool).await?;
+    let mut names: Vec<String> = watching.clone();
     for n in latest.iter().map(|s| s.queue.clone()).chain(awaiting.iter().map(|a| a.queue.clone())) {
         if !names.contains(&n) {
             names.push(n);
@@ -79,6 +81,8 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
             consumers: sample.map(|s| s.consumers),
             sampled_secs_ago: sample.map(|s| (now - s.at).num_seconds()),
             series: series.iter().map(|s| s.ready).collect(),
+            watching: watching.contains(&name),
+            ingested: ingesting.contains(&name),
             queue: name,
         });
     }
@@ -172,6 +176,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
     })?;
     let mut headers_rows = Vec::new();
     let mut deaths = Vec::new();
+    let mut convention = None;
     if let Some(Value::Object(map)) = &d.headers {
         for (k, v) in map {
             let kind = v.get("t").and_then(Value::as_str).unwrap_or("?").to_string();
@@ -182,9 +187,15 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
             };
             headers_rows.push(HeaderRow { name: k.clone(), kind, value });
         }
-        if let Ok(table) = headers::table_from_json(&Value::Object(map.clone()))
-            && let Some(parsed) = x_death::parse(Some(&table))
-        {
+        let table = headers::table_from_json(&Value::Object(map.clone())).ok();
+        if let Some((c, _)) = engine::dead_letter::conventions::recognise(table.as_ref()) {
+            let facts = engine::dead_letter::conventions::facts(table.as_ref());
+            convention = Some(ConventionView {
+                name: c.label().to_string(),
+                facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            });
+        }
+        if let Some(parsed) = x_death::parse(table.as_ref()) {
             deaths = parsed
                 .entries
                 .into_iter()
@@ -239,6 +250,8 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         body: crate::body_view::BodyView::render(&d.body, if full { usize::MAX } else { 64 * 1024 }),
         group_id: d.group_id,
         replay_of: d.replay_of,
+        origin_queue: d.original_queue.clone(),
+        convention,
     })
 }
 

@@ -34,7 +34,8 @@ fn target(t: TargetInput) -> Result<Target, AppError> {
         }
     };
     match t.mode.as_str() {
-        "" | "original" => Ok(Target::Original),
+        "" | "origin" => Ok(Target::Origin),
+        "original" => Ok(Target::Original),
         "exchange" => Ok(Target::Exchange {
             exchange: need(&t.exchange, "the exchange")?,
             routing_key: t.routing_key.trim().to_string(),
@@ -54,6 +55,7 @@ fn number<T: std::str::FromStr>(field: &str, v: &str) -> Result<Option<T>, AppEr
 
 pub fn plan_view(p: replay::Plan) -> PlanView {
     let target = match p.target_mode.as_str() {
+        "origin" => "each message's origin queue".to_string(),
         "original" => "original exchange and routing key".to_string(),
         "queue" => format!("queue {}", p.target_routing_key.clone().unwrap_or_default()),
         _ => format!(
@@ -82,9 +84,19 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
 
 pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, AppError> {
     let state = crate::state::app_state()?;
-    let p = replay::preview::preview(&state.pool, state.settings.amqp_url.expose_secret(), &selection(s)?, &target(t)?)
-        .await
-        .map_err(replay_error)?;
+    let mut p =
+        replay::preview::preview(&state.pool, state.settings.amqp_url.expose_secret(), &selection(s)?, &target(t)?)
+            .await
+            .map_err(replay_error)?;
+    // Through an exchange, name every queue it reaches (a fan-out copies to siblings).
+    let mut reach_error = None;
+    if let Some(url) = state.settings.management_url.as_ref().map(|u| u.expose_secret()) {
+        let http = engine::topology::http_client().map_err(AppError::internal)?;
+        let vhost = engine::settings::vhost_of(state.settings.amqp_url.expose_secret());
+        if let Err(e) = replay::preview::reaches(&http, url, &vhost, &mut p.targets).await {
+            reach_error = Some(format!("cannot tell which queues the exchanges route to: {e}"));
+        }
+    }
     Ok(PreviewView {
         count: p.count,
         targets: p
@@ -97,13 +109,18 @@ pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, A
                 exists: t.exists,
                 queue: t.queue,
                 consumers: t.consumers,
+                reaches: t.reaches,
             })
             .collect(),
         more_targets: p.more_targets,
         without_destination: p.without_destination,
+        origin_queues: p.origin_queues,
         already_replayed: p.already_replayed,
         needs_typed_confirmation: p.needs_typed_confirmation,
-        broker_error: p.broker_error,
+        broker_error: match (p.broker_error, reach_error) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        },
     })
 }
 

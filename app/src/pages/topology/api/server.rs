@@ -37,6 +37,7 @@ pub fn report_view(r: TopologyReport, management_off: bool) -> TopologyView {
             publish_rate: q.rates.publish,
             deliver_rate: q.rates.deliver,
             checks: q.checks.into_iter().map(check_view).collect(),
+            watched: None,
         })
         .collect();
     sort_queues(&mut queues);

@@ -1,0 +1,83 @@
+//! `revenant dlq add|remove|list` on a running `serve`: the queue's messages appear with no
+//! restart, `list` says a live ingester consumes it, and each change is audited.
+
+use std::{process::Command, time::Duration};
+
+use lapin::{BasicProperties, options::BasicPublishOptions};
+
+use crate::chaos::{amqp, declare, kill9, spawn, wait_until};
+
+fn dlq(db_url: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_revenant"))
+        .arg("dlq")
+        .args(args)
+        .env("DATABASE_URL", db_url)
+        .env("AMQP_URL", engine::testing::amqp_url())
+        .env_remove("REVENANT_CONFIG")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run revenant dlq");
+    assert!(out.status.success(), "revenant dlq {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
+    let db = engine::testing::fresh_db().await;
+    let queue = engine::testing::unique("revenant-test.cli-dlq");
+    let conn = amqp().await;
+    declare(&conn, &queue).await;
+    let ch = conn.create_channel().await.unwrap();
+    for i in 0..25 {
+        ch.basic_publish(
+            "".into(),
+            queue.as_str().into(),
+            BasicPublishOptions::default(),
+            format!("{{\"n\":{i}}}").as_bytes(),
+            BasicProperties::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut serve = spawn(
+        "serve",
+        &db.url,
+        &[
+            ("REVENANT_BIND", &bind),
+            ("REVENANT_RELAY", "false"),
+            ("REVENANT_ALERTS", "false"),
+            ("REVENANT_MANAGEMENT_URL", "off"),
+        ],
+    );
+    let stored = async || -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1")
+            .bind(&queue)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap_or(0)
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stored().await, 0, "not watched: not ingested");
+
+    let added = dlq(&db.url, &["add", &queue]);
+    assert!(added.contains("now ingested"), "{added}");
+    wait_until("the queue's messages stored", Duration::from_secs(30), async || stored().await == 25).await;
+    wait_until("`dlq list` says a live ingester consumes it", Duration::from_secs(20), async || {
+        dlq(&db.url, &["list"]).lines().any(|l| l.starts_with(&queue) && l.contains("consumed now"))
+    })
+    .await;
+    let removed = dlq(&db.url, &["remove", &queue]);
+    assert!(removed.contains("no longer ingested"), "{removed}");
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_log WHERE action IN ('dlq.watch', 'dlq.unwatch') AND actor LIKE 'cli:%'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited, 2);
+    kill9(&mut serve);
+    ch.queue_delete(queue.as_str().into(), Default::default()).await.ok();
+    db.drop_db().await;
+}
