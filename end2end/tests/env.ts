@@ -52,3 +52,17 @@ export async function take(queue: string, count = 200): Promise<Array<{ payload:
   });
   return await resp.json();
 }
+
+/** Messages in a queue of the journeys' vhost (ready + unacked), as the broker counts them now. */
+export async function depth(queue: string): Promise<number> {
+  const resp = await fetch(`http://127.0.0.1:15672/api/queues/${VHOST}/${encodeURIComponent(queue)}?msg_rates_age=0`, {
+    headers: { authorization: auth },
+  });
+  const json = await resp.json();
+  return json.messages ?? 0;
+}
+
+/** Runs `revenant <args>` against the journeys' database and vhost; its stdout. */
+export function revenant(args: string[]): string {
+  return execFileSync(BIN, args, { env: ENV, encoding: "utf8" });
+}

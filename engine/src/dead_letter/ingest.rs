@@ -64,6 +64,8 @@ pub struct IngestStats {
     consuming_queues: Mutex<BTreeSet<String>>,
     /// The watched queues this instance runs a consumer task for (connected or retrying).
     watched: Mutex<Vec<String>>,
+    /// Woken when a consumer starts or stops, so the heartbeat tells the console at once.
+    changed: tokio::sync::Notify,
 }
 
 /// Counts a live consumer (and names its queue) for as long as it is held.
@@ -76,6 +78,7 @@ impl<'a> Consuming<'a> {
     fn start(stats: &'a IngestStats, queue: &str) -> Self {
         stats.consuming.fetch_add(1, Ordering::Relaxed);
         stats.consuming_queues.lock().unwrap_or_else(|p| p.into_inner()).insert(queue.to_string());
+        stats.changed.notify_one();
         Self { stats, queue: queue.to_string() }
     }
 }
@@ -84,6 +87,7 @@ impl Drop for Consuming<'_> {
     fn drop(&mut self) {
         self.stats.consuming.fetch_sub(1, Ordering::Relaxed);
         self.stats.consuming_queues.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.queue);
+        self.stats.changed.notify_one();
     }
 }
 
@@ -433,6 +437,8 @@ async fn heartbeat(pool: PgPool, instance: uuid::Uuid, stats: Arc<IngestStats>, 
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(HEARTBEAT_EVERY) => {}
+            // A consumer started or stopped: beat now (at most every 200 ms).
+            _ = stats.changed.notified() => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
     // A last beat, so the console stops naming this instance's queues as consumed at once.

@@ -49,6 +49,9 @@ pub struct KindView {
     /// `queue`, `source` or empty (no target).
     pub target: String,
     pub uses_window: bool,
+    /// A caution shown with the kind (e.g. why broker depth reads 0 on an ingested queue).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// What the form offers: rule kinds, and the known targets (free text is allowed too).
@@ -57,6 +60,9 @@ pub struct FormOptions {
     pub kinds: Vec<KindView>,
     pub queues: Vec<String>,
     pub sources: Vec<String>,
+    /// Whether `public_url` is set: without it, webhook links are bare paths.
+    #[serde(default)]
+    pub public_url_set: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,12 +207,19 @@ pub async fn alerts_targets() -> Result<FormOptions, AppError> {
                 None => String::new(),
             },
             uses_window: k.uses_window(),
+            note: (k == engine::alerts::RuleKind::DlqDepth).then(|| {
+                "Revenant's ingester drains the queues it ingests, so their broker depth stays near 0 and this \
+                 rule would never fire on them: for an ingested queue pick dlq_awaiting (awaiting triage) or \
+                 dlq_new. Broker depth suits a DLQ Revenant does not ingest, or an ingester that fell behind."
+                    .to_string()
+            }),
         })
         .collect();
     Ok(FormOptions {
         kinds,
         queues: engine::dead_letter::watch::watching(&state.pool).await?,
         sources: state.sources.iter().map(|s| s.name.clone()).collect(),
+        public_url_set: state.settings.public_url.is_some(),
     })
 }
 

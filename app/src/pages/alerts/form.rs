@@ -171,6 +171,15 @@ pub fn RuleEditor(
                     </label>
                 </div>
                 <p class="muted text-xs" data-testid="kind-hint">{move || kind_hint(kind_info().as_ref())}</p>
+                {move || kind_info().and_then(|k| k.note).map(|n| view! {
+                    <p class="text-xs text-amber-800 dark:text-amber-300" data-testid="kind-note">{n}</p>
+                })}
+                {(!options.public_url_set).then(|| view! {
+                    <p class="text-xs text-amber-800 dark:text-amber-300" data-testid="public-url-warning">
+                        "public_url (REVENANT_PUBLIC_URL) is not set: webhook payloads carry bare paths such as /dead-letters?queue=…, "
+                        "which a chat message cannot open. Set it to the console's address."
+                    </p>
+                })}
                 <div class="flex items-center gap-2">
                     <button class="btn btn-primary" type="submit" disabled=move || !ready.get() || save.pending().get()>{button}</button>
                     {move || (!errors.with(Vec::is_empty)).then(|| view! {

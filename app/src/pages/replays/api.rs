@@ -72,6 +72,9 @@ pub struct PlanView {
     pub failed: i64,
     pub cancelled: i64,
     pub left: i64,
+    /// Why a live plan is not moving: no replay publisher holds a broker connection now.
+    #[serde(default)]
+    pub waiting: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -40,6 +40,7 @@ pub fn PlanPage() -> impl IntoView {
                                         p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
                                         if p.ordered { " · in order" } else { "" })}</div>
                                     {p.paused_reason.clone().map(|r| view! { <div class="text-amber-700 dark:text-amber-400 text-xs">{r}</div> })}
+                                    {p.waiting.clone().map(|w| view! { <div class="text-amber-700 dark:text-amber-400 text-xs" data-testid="plan-waiting">{w}</div> })}
                                 </div>
                                 {(can_operate && live).then(|| view! {
                                     <div class="ml-auto flex gap-2">

@@ -79,6 +79,7 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
         sent: p.sent,
         failed: p.failed,
         cancelled: p.cancelled,
+        waiting: None,
     }
 }
 
@@ -159,8 +160,25 @@ pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
     let state = crate::state::app_state()?;
     let plan = replay::progress::get(&state.pool, id).await.map_err(replay_error)?;
     let items = replay::progress::items(&state.pool, id, None, None, 200).await.map_err(replay_error)?;
+    let mut view = plan_view(plan);
+    if matches!(view.status.as_str(), "scheduled" | "running") {
+        // A publisher beats every 5 s; one seen in the last 30 s, connected, is sending.
+        let beats = engine::heartbeats::recent(&state.pool).await?;
+        let sending = beats.iter().any(|h| {
+            h.role == "replay"
+                && h.age_secs < 30.0
+                && h.detail["connected"].as_bool() == Some(true)
+                && h.detail["stopped"].as_bool() != Some(true)
+        });
+        if !sending {
+            view.waiting = Some(
+                "No replay publisher is connected to RabbitMQ now: this plan waits, and goes on by itself once one is."
+                    .into(),
+            );
+        }
+    }
     Ok((
-        plan_view(plan),
+        view,
         items
             .into_iter()
             .map(|i| ItemView {

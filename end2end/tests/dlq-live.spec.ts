@@ -1,0 +1,60 @@
+import { test, expect } from "@playwright/test";
+import { signIn, shot } from "./helpers";
+import { depth, publish, revenant, sql } from "./env";
+
+test("a viewer sees the discovered DLQ but no button to start it", async ({ page }) => {
+  await signIn(page, "viewer");
+  await page.goto("/dead-letters");
+  await expect(page.getByTestId("discovered")).toContainText("e2e.late.dlq");
+  await expect(page.getByTestId("dlq-start")).toHaveCount(0);
+  await expect(page.getByTestId("discovered")).toContainText("revenant dlq add");
+});
+
+test("an admin starts ingesting a discovered DLQ from the page and sees its messages without a restart", async ({ page }) => {
+  const tag = `late-${Date.now()}`;
+  await publish("e2e.late.dlq", `{"late": "${tag}"}`, { message_id: tag, headers: { "x-error": "timeout talking to payments" } });
+  await signIn(page, "admin");
+  await page.goto("/dead-letters", { waitUntil: "networkidle" });
+  const notice = page.getByTestId("discovered");
+  await expect(notice).toContainText("e2e.late.dlq");
+  await shot(page, "dlq-discovered");
+  await notice.locator("li", { hasText: "e2e.late.dlq" }).getByTestId("dlq-start").click();
+  await expect(page.getByRole("status")).toContainText("e2e.late.dlq: ingesting starts within a few seconds");
+  // The running ingester picks it up: its message appears, the broker's copy is consumed.
+  await expect(async () => {
+    await page.goto(`/dead-letters?queue=e2e.late.dlq&body=${tag}`);
+    await expect(page.getByTestId("dl-count")).toContainText("1 messages");
+  }).toPass({ timeout: 30_000 });
+  await expect.poll(() => depth("e2e.late.dlq"), { timeout: 15_000 }).toBe(0);
+  expect(revenant(["dlq", "list"])).toMatch(/e2e\.late\.dlq\twatched/);
+  await page.goto("/dead-letters", { waitUntil: "networkidle" });
+  await expect(page.getByTestId("discovered")).toHaveCount(0);
+  await shot(page, "dlq-started");
+
+  // Stopping leaves later messages in RabbitMQ.
+  const card = page.getByTestId("dlq-card").filter({ hasText: "e2e.late.dlq" });
+  await card.getByTestId("dlq-stop").click();
+  await expect(page.getByRole("status")).toContainText("ingesting stops within a few seconds");
+  // The ingesters' heartbeats (every 10 s) say when the consumer is gone.
+  await expect(async () => {
+    await page.goto("/dead-letters");
+    await expect(page.getByTestId("dlq-card").filter({ hasText: "e2e.late.dlq" }).getByTestId("ingest-state")).toContainText("not ingested");
+  }).toPass({ timeout: 30_000 });
+  await publish("e2e.late.dlq", `{"later": "${tag}"}`);
+  // The broker's counts are sampled every 5 s: wait for them to show it, then hold.
+  await expect.poll(() => depth("e2e.late.dlq"), { timeout: 15_000 }).toBe(1);
+  await page.waitForTimeout(4_000);
+  expect(await depth("e2e.late.dlq")).toBe(1);
+  expect(sql(`SELECT count(*) FROM revenant.dead_letters WHERE convert_from(body, 'UTF8') LIKE '%later%${tag}%'`)).toBe("0");
+
+  // Started again from the Topology page's queue table.
+  await page.goto("/topology", { waitUntil: "networkidle" });
+  const row = page.getByTestId("queue").filter({ has: page.getByTestId("queue-name").getByText("e2e.late.dlq", { exact: true }) });
+  await row.getByTestId("dlq-start").click();
+  await expect(page.getByTestId("topology-notice")).toContainText("e2e.late.dlq: ingesting starts");
+  await expect.poll(() => depth("e2e.late.dlq"), { timeout: 30_000 }).toBe(0);
+  expect(sql(`SELECT string_agg(action, ',' ORDER BY id) FROM revenant.audit_log WHERE action LIKE 'dlq.%'`)).toBe(
+    "dlq.watch,dlq.unwatch,dlq.watch",
+  );
+});
+
