@@ -31,6 +31,7 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("alerts/delete", "admin"),
     ("alerts/silence", "admin"),
     ("alerts/unsilence", "admin"),
+    ("alerts/test", "admin"),
     ("outbox/health", "viewer"),
     ("outbox/list", "viewer"),
     ("outbox/detail", "viewer"),

@@ -17,7 +17,8 @@
 //!
 //! - `rule`: kinds, input and validation; `crud`: create/update/delete/silence, audited.
 //! - `measure`: a rule's current value; `link`: the console page that shows the cause.
-//! - `evaluate`: the pure state machine; `evaluator`: the role; `webhook`: delivery.
+//! - `evaluate`: the pure state machine; `evaluator`: the role; `webhook`: delivery;
+//!   `test_send`: an admin's "send test" request.
 //! - `banner`, `views`: what the console shows.
 
 pub mod banner;
@@ -28,6 +29,7 @@ pub mod evaluator;
 pub mod link;
 pub mod measure;
 pub mod rule;
+pub mod test_send;
 pub mod views;
 pub mod webhook;
 

@@ -127,27 +127,41 @@ async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -
         link: link::absolute(cfg.public_url.as_deref(), d.link.as_deref().unwrap_or("/")),
         at: d.at,
     };
+    let (status, error) = post(http, cfg, url, format, &payload).await;
+    tracing::debug!(attempt = d.attempt, delivered = error.is_none(), "webhook attempt made");
+    (status.map(i32::from), error.clone(), error.is_none())
+}
+
+/// Posts `payload` to `url` within the egress limits: (HTTP status, error). Delivered when
+/// the error is None. Only the host is logged.
+pub(crate) async fn post(
+    http: &reqwest::Client,
+    cfg: &AlertSettings,
+    url: &str,
+    format: WebhookFormat,
+    payload: &Payload,
+) -> (Option<u16>, Option<String>) {
     let host = url_host(url);
     if !cfg.allow_private_webhooks
         && let Some(why) = super::egress::refuse_literal(url)
     {
-        tracing::warn!(%host, attempt = d.attempt, "webhook target refused: not a public address");
-        return (None, Some(why), false);
+        tracing::warn!(%host, "webhook target refused: not a public address");
+        return (None, Some(why));
     }
-    match http.post(url).json(&body(format, &payload)).send().await {
+    match http.post(url).json(&body(format, payload)).send().await {
         Ok(resp) if resp.status().is_success() => {
-            tracing::info!(%host, status = resp.status().as_u16(), attempt = d.attempt, "webhook delivered");
-            (Some(i32::from(resp.status().as_u16())), None, true)
+            tracing::info!(%host, status = resp.status().as_u16(), "webhook delivered");
+            (Some(resp.status().as_u16()), None)
         }
         Ok(resp) => {
             let code = resp.status().as_u16();
-            tracing::warn!(%host, status = code, attempt = d.attempt, "webhook refused");
-            (Some(i32::from(code)), Some(format!("HTTP {code}")), false)
+            tracing::warn!(%host, status = code, "webhook refused");
+            (Some(code), Some(format!("HTTP {code}")))
         }
         Err(e) => {
             let msg = describe(e);
-            tracing::warn!(%host, error = %msg, attempt = d.attempt, "webhook not sent");
-            (None, Some(msg), false)
+            tracing::warn!(%host, error = %msg, "webhook not sent");
+            (None, Some(msg))
         }
     }
 }

@@ -433,3 +433,45 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
     assert_eq!(tick(&db.pool, &sources, &cfg()).await.0, 2);
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn send_test_posts_one_marked_request_with_an_absolute_link_and_audits_the_outcome() {
+    let db = fresh_db().await;
+    let ok = Receiver::start(&[]).await;
+    let down = Receiver::start(&[500]).await;
+    let a = alerts::create(&db.pool, &op(), &ip(), &rule("dlq a&b", "dlq_awaiting", "a&b.dlq", "1", "2", "0", &ok.url))
+        .await
+        .unwrap();
+    let b = alerts::create(&db.pool, &op(), &ip(), &rule("broken", "new_failure_group", "", "1", "2", "0", &down.url))
+        .await
+        .unwrap();
+    let none = alerts::create(&db.pool, &op(), &ip(), &rule("quiet", "new_failure_group", "", "1", "2", "0", ""))
+        .await
+        .unwrap();
+    let http = webhook::client(&cfg()).unwrap();
+    use engine::alerts::test_send::{TestError, send_test};
+    let sent = send_test(&db.pool, &http, &cfg(), &op(), Some("10.0.0.7"), a.id).await.unwrap();
+    assert!(sent.delivered && sent.status == Some(200), "{sent:?}");
+    assert_eq!(sent.link, "http://revenant.example/dead-letters?queue=a%26b.dlq");
+    let bodies = ok.bodies();
+    assert_eq!(bodies.len(), 1);
+    assert_eq!((bodies[0]["state"].as_str(), bodies[0]["link"].as_str()), (Some("test"), Some(sent.link.as_str())));
+    assert!(bodies[0]["message"].as_str().unwrap().contains("Test from Revenant by olga"));
+
+    let failed = send_test(&db.pool, &http, &cfg(), &op(), None, b.id).await.unwrap();
+    assert_eq!((failed.delivered, failed.status, failed.error.as_deref()), (false, Some(500), Some("HTTP 500")));
+    assert!(matches!(send_test(&db.pool, &http, &cfg(), &op(), None, none.id).await, Err(TestError::NoWebhook)));
+    // Nothing queued for retry: a test is one request.
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM webhook_deliveries").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(queued, 0);
+    let audit: Vec<(String, String)> =
+        sqlx::query_as("SELECT target, outcome FROM audit_log WHERE action = 'alert.test' ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        audit,
+        [(format!("alert_rule:{}", a.id), "ok".to_string()), (format!("alert_rule:{}", b.id), "failed".to_string())]
+    );
+    db.drop_db().await;
+}

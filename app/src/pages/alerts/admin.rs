@@ -1,10 +1,10 @@
-//! A rule's admin controls: silence for a while with a reason, unsilence, and delete
-//! behind a confirm step.
+//! A rule's admin controls: send a test to its webhook, silence for a while with a reason,
+//! unsilence, and delete behind a confirm step.
 
 use leptos::prelude::*;
 use leptos_router::{NavigateOptions, hooks::use_navigate};
 
-use super::api::{AlertsDelete, AlertsSilence, AlertsUnsilence, Outcome};
+use super::api::{AlertsDelete, AlertsSilence, AlertsTest, AlertsUnsilence, Outcome};
 use super::form::hydrated;
 use crate::layout::ErrorBox;
 
@@ -97,6 +97,25 @@ pub fn DeleteBox(id: i64, name: String) -> impl IntoView {
                 view! { <button class="btn" disabled=move || !ready.get() on:click=move |_| confirming.set(true)>"Delete…"</button> }.into_any()
             }}
             {move || delete.value().get().and_then(|r| r.err()).map(|err| view! { <div class="mt-2"><ErrorBox err /></div> })}
+        </section>
+    }
+}
+
+/// "Send test": one request to the rule's webhook now, and what came back.
+#[component]
+pub fn TestBox(id: i64) -> impl IntoView {
+    let test = ServerAction::<AlertsTest>::new();
+    view! {
+        <section class="card p-3 text-sm" data-testid="send-test" aria-label="Send test">
+            <div class="flex items-center gap-2">
+                <button class="btn" type="button" disabled=move || test.pending().get()
+                    on:click=move |_| { test.dispatch(AlertsTest { id }); }>"Send test"</button>
+                <span class="muted text-xs">"one request to the webhook now, marked as a test"</span>
+            </div>
+            {move || test.value().get().map(|r| match r {
+                Ok(m) => view! { <p class="mt-2 text-xs break-all" role="status" data-testid="send-test-result">{m}</p> }.into_any(),
+                Err(err) => view! { <div class="mt-2"><ErrorBox err /></div> }.into_any(),
+            })}
         </section>
     }
 }

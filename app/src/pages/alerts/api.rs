@@ -277,6 +277,32 @@ pub async fn alerts_unsilence(id: i64) -> Result<(), AppError> {
     engine::alerts::unsilence(&state.pool, &principal, &server::ip(), id).await.map(|_| ()).map_err(server::error)
 }
 
+/// Sends one test request to the rule's webhook now; says what came back (audited).
+#[server(prefix = "/api", endpoint = "alerts/test")]
+pub async fn alerts_test(id: i64) -> Result<String, AppError> {
+    let principal = crate::guard::require(engine::auth::Role::Admin)?;
+    let state = crate::state::app_state()?;
+    let cfg = engine::alerts::AlertSettings {
+        public_url: state.settings.public_url.clone(),
+        allow_private_webhooks: state.settings.allow_private_webhooks,
+        ..Default::default()
+    };
+    let http = engine::alerts::webhook::client(&cfg).map_err(AppError::internal)?;
+    let ip = crate::guard::client_ip();
+    use engine::alerts::test_send::{TestError, send_test};
+    match send_test(&state.pool, &http, &cfg, &principal, ip.as_deref(), id).await {
+        Ok(o) if o.delivered => Ok(format!(
+            "Test delivered (HTTP {}); its link: {}",
+            o.status.map(|s| s.to_string()).unwrap_or_default(),
+            o.link
+        )),
+        Ok(o) => Ok(format!("Test not delivered: {}", o.error.unwrap_or_default())),
+        Err(TestError::NoWebhook) => Err(AppError::Invalid(TestError::NoWebhook.to_string())),
+        Err(TestError::Rule(e)) => Err(server::error(e)),
+        Err(TestError::Db(e)) => Err(AppError::from(e)),
+    }
+}
+
 #[server(prefix = "/api", endpoint = "alerts/history")]
 pub async fn alerts_history(id: i64, before: Option<i64>) -> Result<HistoryPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;

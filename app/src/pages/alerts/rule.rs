@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use super::admin::{DeleteBox, SilenceBox};
+use super::admin::{DeleteBox, SilenceBox, TestBox};
 use super::api::{
     DeliveryView, HistoryPage, RuleDetailView, alerts_deliveries, alerts_get, alerts_history, alerts_targets,
 };
@@ -124,6 +124,7 @@ fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSig
             </div>
             {admin.then(|| view! {
                 <div class="flex flex-col gap-3">
+                    {r.webhook_host.is_some().then(|| view! { <TestBox id=r.id /> })}
                     <SilenceBox id=r.id silenced=r.silenced_until.is_some() changed notice />
                     <DeleteBox id=r.id name=r.name.clone() />
                 </div>
