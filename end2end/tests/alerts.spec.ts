@@ -103,6 +103,10 @@ test("a firing rule shows its transition and failed webhook attempt; an admin ed
   await expect(page.getByTestId("rule-details")).toContainText("e2e: consumer under maintenance");
   await page.getByRole("button", { name: "Unsilence now" }).click();
   await expect(page.getByRole("status")).toContainText("Rule unsilenced");
+  // Send test: one request now; this loopback target is refused, and the admin sees why.
+  await page.getByTestId("send-test").getByRole("button", { name: "Send test" }).click();
+  await expect(page.getByTestId("send-test-result")).toContainText("Test not delivered");
+  await expect(page.getByTestId("send-test-result")).toContainText("allow_private_webhooks");
 
   await page.context().clearCookies();
   await signIn(page, "viewer");
@@ -111,6 +115,7 @@ test("a firing rule shows its transition and failed webhook attempt; an admin ed
   await expect(page.locator("body")).not.toContainText("e2e-secret");
   await expect(page.getByTestId("rule-deliveries")).toContainText("failed");
   await expect(page.getByTestId("rule-deliveries")).not.toContainText("loopback");
+  await expect(page.getByTestId("send-test")).toHaveCount(0);
 
   await page.context().clearCookies();
   await signIn(page, "admin");

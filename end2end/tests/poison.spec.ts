@@ -10,7 +10,8 @@ test("a poison message is archived with a reason, then found under Archived by i
   });
   await signIn(page, "operator");
   await expect(async () => {
-    await page.goto(`/dead-letters?body=${tag}`);
+    // networkidle: the checkbox is used right away, so let the page hydrate first.
+    await page.goto(`/dead-letters?body=${tag}`, { waitUntil: "networkidle" });
     await expect(page.getByTestId("dl-count")).toContainText("1 messages");
   }).toPass({ timeout: 30_000 });
   await shot(page, "poison-found");
