@@ -355,3 +355,80 @@ async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchang
     v.delete().await;
     db.drop_db().await;
 }
+
+/// `ingest.auto`: a running ingester adds every dead-letter target the topology shows to the
+/// watched set and ingests it, without a restart; a queue an admin stopped stays stopped.
+#[tokio::test]
+async fn ingest_auto_watches_every_dead_letter_target_of_the_vhost() {
+    use engine::dead_letter::{
+        ingest::{self, Discovery, IngestStats},
+        watch::{self, Origin},
+    };
+    let v = Vhost::new().await;
+    let db = fresh_db().await;
+    v.queue(
+        "auto.work",
+        true,
+        &[
+            ("x-dead-letter-exchange", AMQPValue::LongString("".into())),
+            ("x-dead-letter-routing-key", AMQPValue::LongString("auto.work.dlq".into())),
+        ],
+    )
+    .await;
+    v.queue("auto.work.dlq", true, &[]).await;
+    v.queue("auto.other.dlq", true, &[]).await;
+    v.queue(
+        "auto.other",
+        true,
+        &[
+            ("x-dead-letter-exchange", AMQPValue::LongString("".into())),
+            ("x-dead-letter-routing-key", AMQPValue::LongString("auto.other.dlq".into())),
+        ],
+    )
+    .await;
+    // An admin stopped this one earlier: discovery must not start it again.
+    let admin = engine::audit::cli_principal();
+    watch::set(&db.pool, &admin, None, &["auto.other.dlq".to_string()], false, Origin::Console).await.unwrap();
+    v.ch.basic_publish("".into(), "auto.work.dlq".into(), Default::default(), b"dead", Default::default())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let base = amqp_url();
+    let url = format!("{}/{}", &base[..base.rfind('/').unwrap()], encode(&v.name));
+    let cfg = engine::settings::IngestSettings {
+        queues: vec![],
+        auto: true,
+        prefetch: 10,
+        batch: 10,
+        linger: Duration::from_millis(5),
+    };
+    let discovery = Discovery { management_url: management_url(), vhost: v.name.clone() };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stats = std::sync::Arc::new(IngestStats::default());
+    let run = tokio::spawn(ingest::run(db.pool.clone(), url, cfg, Some(discovery), stats, stop.clone()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stored = loop {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = 'auto.work.dlq'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if n == 1 || Instant::now() > deadline {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+    assert_eq!(stored, 1, "the discovered DLQ was ingested");
+    let listed: Vec<(String, bool, String)> =
+        watch::list(&db.pool).await.unwrap().into_iter().map(|w| (w.queue, w.watching, w.origin)).collect();
+    assert_eq!(
+        listed,
+        [("auto.other.dlq".into(), false, "console".into()), ("auto.work.dlq".into(), true, "auto".into())],
+        "discovery adds what is new and leaves a stopped queue stopped"
+    );
+    db.drop_db().await;
+    v.delete().await;
+}
