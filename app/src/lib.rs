@@ -27,7 +27,11 @@ use crate::layout::Frame;
 use crate::pages::{
     alerts::{AlertsPage, rule::AlertRulePage},
     audit::AuditLogPage,
-    dead_letters::{DeadLettersPage, detail::DeadLetterPage, groups::GroupsPage},
+    dead_letters::{
+        DeadLettersPage,
+        detail::DeadLetterPage,
+        groups::{GroupPage, GroupsPage},
+    },
     login::LoginPage,
     not_found::NotFound,
     outbox::{OutboxPage, detail::OutboxRowPage},
@@ -98,6 +102,11 @@ pub fn App() -> impl IntoView {
                     <Route
                         path=(StaticSegment("dead-letters"), StaticSegment("groups"))
                         view=GroupsPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(StaticSegment("dead-letters"), StaticSegment("groups"), ParamSegment("id"))
+                        view=GroupPage
                         ssr=SsrMode::Async
                     />
                     <Route

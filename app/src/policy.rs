@@ -43,6 +43,7 @@ pub const SERVER_FNS: &[(&str, &str)] = &[
     ("dead-letters/discovered", "viewer"),
     ("dead-letters/watch", "admin"),
     ("dead-letters/groups", "viewer"),
+    ("dead-letters/group", "viewer"),
     ("dead-letters/detail", "viewer"),
     ("dead-letters/archive", "operator"),
     ("dead-letters/freeze-archive", "operator"),

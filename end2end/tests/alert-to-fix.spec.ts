@@ -32,20 +32,18 @@ test("alert to fix: a DLQ alert fires, the group is replayed and drains, the ale
   }).toPass({ timeout: 45_000 });
   await shot(page, "alert-firing");
 
-  // Banner → the dead letters of that queue → their failure group.
+  // Banner → that DLQ's failure groups → the group's page.
   await banner.getByRole("link", { name: new RegExp(name) }).click();
-  await expect(page).toHaveURL(/\/dead-letters\?queue=e2e\.work\.dlq/);
-  await expect(page.getByTestId("dl-count")).toContainText("6 messages");
-  await page.getByTestId("dl-table").getByRole("link").first().click();
-  await expect(page.getByTestId("properties")).toContainText("expired");
-  await page.getByRole("link", { name: /failure group #/ }).click();
-  await expect(page.getByTestId("dl-count")).toContainText("6 messages");
+  await expect(page).toHaveURL(/\/dead-letters\/groups\?dlq=e2e\.work\.dlq/);
+  await page.getByTestId("group-link").first().click();
+  await expect(page.getByTestId("group-summary")).toContainText("expired");
+  await expect(page.getByTestId("group-counts")).toContainText("6 awaiting");
   await shot(page, "failure-group");
 
   // Replay the whole group to a queue whose consumer is fixed.
-  await page.getByRole("button", { name: "Replay all matching…" }).click();
-  const panel = page.getByTestId("replay-panel").last();
-  await panel.getByText("a queue").click();
+  await page.getByRole("button", { name: "Replay 6 to e2e.work" }).click();
+  const panel = page.getByTestId("replay-panel");
+  await panel.getByRole("radio", { name: "a queue", exact: true }).check();
   await panel.getByLabel("target queue").fill("e2e.replayed");
   await panel.getByLabel("rate").fill("20");
   await panel.getByRole("button", { name: "Preview" }).click();

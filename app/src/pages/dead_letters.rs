@@ -149,7 +149,12 @@ pub fn DeadLettersPage() -> impl IntoView {
                 t.status = Some(s.to_string());
                 (href(&t, None), s.to_string(), current == *s)
             }).collect();
-            tabs.push(("/dead-letters/groups".into(), "failure groups".into(), false));
+            // The groups of the queue being looked at, when one is.
+            let groups = match q.queue.as_deref().filter(|v| !v.is_empty()) {
+                Some(v) => format!("/dead-letters/groups?dlq={}", format::urlencode(v)),
+                None => "/dead-letters/groups".to_string(),
+            };
+            tabs.push((groups, "failure groups".into(), false));
             view! { <Tabs items=tabs /> <FilterForm q /> }
         }}
         {move || notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{m}</p> })}

@@ -11,7 +11,9 @@ use crate::management::encode;
 pub fn path(kind: RuleKind, target: Option<&str>, group_id: Option<i64>) -> String {
     let t = encode(target.unwrap_or(""));
     match kind {
-        RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => format!("/dead-letters?queue={t}"),
+        // A DLQ alert opens that DLQ's failure groups, largest first: one click from the cause.
+        RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew if t.is_empty() => "/dead-letters/groups".into(),
+        RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => format!("/dead-letters/groups?dlq={t}"),
         RuleKind::OutboxOldestAge => format!("/outbox?source={t}&bucket=pending"),
         RuleKind::OutboxStuck => format!("/outbox?source={t}&bucket=stuck"),
         RuleKind::OutboxFailed => format!("/outbox?source={t}&bucket=failed"),
@@ -37,7 +39,7 @@ mod tests {
 
     #[test]
     fn queue_names_are_encoded_in_links() {
-        assert_eq!(path(RuleKind::DlqDepth, Some("orders dlq&x"), None), "/dead-letters?queue=orders%20dlq%26x");
+        assert_eq!(path(RuleKind::DlqDepth, Some("orders dlq&x"), None), "/dead-letters/groups?dlq=orders%20dlq%26x");
     }
 
     #[test]

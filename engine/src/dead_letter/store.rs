@@ -174,6 +174,9 @@ pub async fn count(db: impl PgExecutor<'_>, f: &ListFilter, cap: i64) -> Result<
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GroupFilter {
     pub original_queue: Option<String>,
+    /// Groups with messages read from this DLQ (what a DLQ alert names); ordered by what
+    /// awaits triage, largest first.
+    pub dlq: Option<String>,
     pub reason: Option<String>,
     /// Only groups with at least one message awaiting triage.
     pub only_awaiting: bool,
@@ -196,11 +199,62 @@ pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Res
     if let Some(v) = &f.reason {
         q.push(" AND g.reason = ").push_bind(v.clone());
     }
+    if let Some(v) = &f.dlq {
+        q.push(" AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.group_id = g.id AND d.queue = ")
+            .push_bind(v.clone())
+            .push(")");
+    }
     if f.only_awaiting {
         q.push(" AND a.awaiting > 0");
     }
-    q.push(" ORDER BY g.last_seen DESC, g.id DESC LIMIT ").push_bind(limit.clamp(1, 1000));
+    q.push(if f.dlq.is_some() { " ORDER BY a.awaiting DESC, " } else { " ORDER BY " });
+    q.push("g.last_seen DESC, g.id DESC LIMIT ").push_bind(limit.clamp(1, 1000));
     Ok(q.build_query_as().fetch_all(db).await?)
+}
+
+/// One failure group, for its page: the group, the DLQs its messages were read from, and the
+/// newest awaiting messages' ids and bodies (a sample).
+pub async fn group(db: &PgPool, id: i64, samples: i64) -> Result<Option<GroupDetail>, StoreError> {
+    let Some(group) = sqlx::query_as!(
+        FailureGroup,
+        r#"SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.first_seen,
+              g.last_seen, g.count,
+              (SELECT count(*) FROM dead_letters d WHERE d.group_id = g.id AND d.status = 'awaiting') AS "awaiting!"
+           FROM failure_groups g WHERE g.id = $1"#,
+        id
+    )
+    .fetch_optional(db)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let dlqs = sqlx::query_scalar!("SELECT DISTINCT queue FROM dead_letters WHERE group_id = $1 ORDER BY queue", id)
+        .fetch_all(db)
+        .await?;
+    let samples = sqlx::query_as!(
+        GroupSample,
+        "SELECT id, body, content_type FROM dead_letters WHERE group_id = $1 AND status = 'awaiting'
+         ORDER BY id DESC LIMIT $2",
+        id,
+        samples
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(Some(GroupDetail { group, dlqs, samples }))
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupDetail {
+    pub group: FailureGroup,
+    pub dlqs: Vec<String>,
+    pub samples: Vec<GroupSample>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupSample {
+    pub id: i64,
+    pub body: Vec<u8>,
+    pub content_type: Option<String>,
 }
 
 /// Moves `ids` to `to`, only those currently in `from` when given (e.g. awaiting → replaying,

@@ -60,3 +60,19 @@ pub async fn items(
     .fetch_all(db)
     .await?)
 }
+
+/// The plan's messages that died again: dead letters linked (`replay_of`) to one it sent,
+/// stored after it was created, counted by the failure group they fell into (largest first).
+pub async fn died_again(db: impl PgExecutor<'_>, plan_id: i64) -> Result<Vec<(Option<i64>, i64)>, ReplayError> {
+    let rows = sqlx::query!(
+        r#"SELECT d.group_id, count(*) AS "n!" FROM dead_letters d
+           JOIN replay_items i ON i.dead_letter_id = d.replay_of AND i.plan_id = $1 AND i.status = 'sent'
+           JOIN replay_plans p ON p.id = i.plan_id
+           WHERE d.ingested_at >= p.created_at
+           GROUP BY d.group_id ORDER BY count(*) DESC, d.group_id"#,
+        plan_id
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.group_id, r.n)).collect())
+}

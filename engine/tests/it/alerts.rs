@@ -151,7 +151,7 @@ async fn a_dlq_depth_rule_fires_within_one_evaluation_and_resolves_past_recovery
     assert_eq!(state(&db.pool, r.id).await, (AlertState::Firing, Some(Severity::Critical), Some(5.0)));
     let banner = alerts::firing(&db.pool).await.unwrap();
     assert_eq!(banner.len(), 1);
-    assert_eq!(banner[0].link, format!("/dead-letters?queue={queue}"));
+    assert_eq!(banner[0].link, format!("/dead-letters/groups?dlq={queue}"));
 
     // Still breached: no new transition, nothing more sent.
     assert_eq!(tick(&db.pool, &[], &cfg).await, (1, 0));
@@ -180,7 +180,7 @@ async fn a_dlq_depth_rule_fires_within_one_evaluation_and_resolves_past_recovery
     assert_eq!(bodies[0]["threshold"], 5.0);
     assert_eq!(bodies[0]["rule"], "orders DLQ depth");
     assert_eq!(bodies[0]["target"], queue.as_str());
-    assert_eq!(bodies[0]["link"], format!("http://revenant.example/dead-letters?queue={queue}"));
+    assert_eq!(bodies[0]["link"], format!("http://revenant.example/dead-letters/groups?dlq={queue}"));
     assert_eq!(bodies[1]["state"], "resolved");
     assert_eq!(bodies[1]["value"], 0.0);
     assert_eq!(
@@ -452,7 +452,7 @@ async fn send_test_posts_one_marked_request_with_an_absolute_link_and_audits_the
     use engine::alerts::test_send::{TestError, send_test};
     let sent = send_test(&db.pool, &http, &cfg(), &op(), Some("10.0.0.7"), a.id).await.unwrap();
     assert!(sent.delivered && sent.status == Some(200), "{sent:?}");
-    assert_eq!(sent.link, "http://revenant.example/dead-letters?queue=a%26b.dlq");
+    assert_eq!(sent.link, "http://revenant.example/dead-letters/groups?dlq=a%26b.dlq");
     let bodies = ok.bodies();
     assert_eq!(bodies.len(), 1);
     assert_eq!((bodies[0]["state"].as_str(), bodies[0]["link"].as_str()), (Some("test"), Some(sent.link.as_str())));

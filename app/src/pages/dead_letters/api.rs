@@ -232,9 +232,28 @@ pub async fn dl_list(#[server(default)] q: DlQuery, after: Option<String>) -> Re
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/groups")]
-pub async fn dl_groups(queue: Option<String>, only_awaiting: bool) -> Result<Vec<GroupView>, AppError> {
+pub async fn dl_groups(
+    queue: Option<String>,
+    dlq: Option<String>,
+    only_awaiting: bool,
+) -> Result<Vec<GroupView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
-    server::groups(queue, only_awaiting).await
+    server::groups(queue, dlq, only_awaiting).await
+}
+
+/// One failure group's page: what its messages share, where they were read, a sample.
+#[server(prefix = "/api", endpoint = "dead-letters/group")]
+pub async fn dl_group(id: i64) -> Result<GroupPageView, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::group(id).await
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GroupPageView {
+    pub group: GroupView,
+    pub last_seen: String,
+    pub dlqs: Vec<String>,
+    pub samples: Vec<(i64, BodyView)>,
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/detail")]

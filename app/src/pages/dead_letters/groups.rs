@@ -1,20 +1,30 @@
-//! Failure groups: messages that failed the same way, one line each.
+//! Failure groups: messages that failed the same way, one line each (for one DLQ when a DLQ
+//! alert or the queue filter names it), and each group's own page with its primary action,
+//! "Replay N to <origin queue>", opening the plan preview already filled in.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use super::api::dl_groups;
+use super::api::{dl_group, dl_groups};
+use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
+use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
 use crate::widgets::Pill;
 
 #[component]
 pub fn GroupsPage() -> impl IntoView {
     let params = use_query_map();
-    let key = move || params.with(|m| (m.get("queue"), m.get("all").is_none()));
-    let groups = Resource::new(key, |(queue, only_awaiting)| dl_groups(queue, only_awaiting));
+    let key = move || params.with(|m| (m.get("queue"), m.get("dlq"), m.get("all").is_none()));
+    let groups = Resource::new(key, |(queue, dlq, only_awaiting)| dl_groups(queue, dlq, only_awaiting));
+    let dlq = move || params.with(|m| m.get("dlq").filter(|d| !d.is_empty()));
     view! {
         <PageTitle title="Failure groups" />
+        {move || dlq().map(|d| view! {
+            <p class="text-sm mb-1" data-testid="groups-dlq">"Groups with messages in "<span class="font-mono">{d.clone()}</span>
+                ", most awaiting first · "<a class="underline" href="/dead-letters/groups">"all DLQs"</a>
+                " · "<a class="underline" href=format!("/dead-letters?queue={}", format::urlencode(&d))>"its messages"</a></p>
+        })}
         <p class="text-sm mb-3">
             <a class="underline" href="/dead-letters">"← dead letters"</a>
             " · grouped by original queue, reason, error type and normalised message. "
@@ -33,7 +43,7 @@ pub fn GroupsPage() -> impl IntoView {
                                     <tbody>
                                         {list.into_iter().map(|g| view! {
                                             <tr>
-                                                <td><a class="underline" href=format!("/dead-letters?group={}&status=all", g.id)>{format!("#{}", g.id)}</a></td>
+                                                <td><a class="underline" data-testid="group-link" href=format!("/dead-letters/groups/{}", g.id)>{format!("#{}", g.id)}</a></td>
                                                 <td class="font-mono text-xs">{g.original_queue.unwrap_or_else(|| "—".into())}</td>
                                                 <td><Pill text=g.reason /></td>
                                                 <td class="text-xs max-w-md break-words">
@@ -51,6 +61,74 @@ pub fn GroupsPage() -> impl IntoView {
                                     </tbody>
                                 </table>
                                 {empty.then(|| view! { <p class="p-3 muted text-sm">"No failure groups."</p> })}
+                            </div>
+                        }.into_any()
+                    }
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// One failure group: what its messages share, where they were read, a sample of bodies, and
+/// (operators) the primary button that replays the awaiting ones to their origin queue.
+#[component]
+pub fn GroupPage() -> impl IntoView {
+    let params = leptos_router::hooks::use_params_map();
+    let id = move || params.with(|p| p.get("id").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0));
+    let group = Resource::new(id, dl_group);
+    let caller = Resource::new(|| (), |_| whoami());
+    view! {
+        <PageTitle title="Failure group" />
+        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
+                match group.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(p) => {
+                        let g = p.group.clone();
+                        let gid = g.id;
+                        let origin = g.original_queue.clone();
+                        let label = match &origin {
+                            Some(q) => format!("Replay {} to {q}", g.awaiting),
+                            None => format!("Replay {}…", g.awaiting),
+                        };
+                        let selection = Signal::derive(move || SelectionInput::Filter(super::api::DlQuery {
+                            group: Some(gid.to_string()),
+                            ..Default::default()
+                        }));
+                        view! {
+                            <p class="text-sm mb-3 flex gap-3">
+                                <a class="underline" href="/dead-letters/groups">"← failure groups"</a>
+                                <a class="underline" href=format!("/dead-letters?group={gid}")>"its messages awaiting triage"</a>
+                                <a class="underline" href=format!("/dead-letters?group={gid}&status=all")>"all its messages"</a>
+                            </p>
+                            <div class="card mb-3">
+                                <table class="tbl" data-testid="group-summary"><tbody>
+                                    <tr><th class="w-44">"Group"</th><td class="font-mono text-xs">{format!("#{gid}")}</td></tr>
+                                    <tr><th>"Origin queue"</th><td class="font-mono text-xs">{origin.clone().unwrap_or_else(|| "unknown (no x-death, no failure headers)".into())}</td></tr>
+                                    <tr><th>"Read from"</th><td class="font-mono text-xs">{p.dlqs.join(", ")}</td></tr>
+                                    <tr><th>"Reason"</th><td><Pill text=g.reason.clone() /></td></tr>
+                                    <tr><th>"Error"</th><td class="text-xs break-words"><b>{g.error_type.clone().unwrap_or_else(|| "no error header".into())}</b>
+                                        <div class="muted">{g.error_sample.clone()}</div></td></tr>
+                                    <tr><th>"Messages"</th><td class="tabular-nums" data-testid="group-counts">{format!("{} awaiting triage of {} ever grouped here", g.awaiting, g.count)}</td></tr>
+                                    <tr><th>"First seen"</th><td class="text-xs">{g.first_seen.clone()}</td></tr>
+                                    <tr><th>"Last seen"</th><td class="text-xs">{format!("{} ({} ago)", p.last_seen, format::age_secs(g.last_seen_secs))}</td></tr>
+                                </tbody></table>
+                            </div>
+                            {(can_operate && g.awaiting > 0).then(|| view! {
+                                <div class="mb-3" data-testid="group-replay">
+                                    <ReplayPanel selection label=label origin=origin.clone().unwrap_or_default() preview_on_open=true />
+                                </div>
+                            })}
+                            <h2 class="text-sm font-semibold mb-1">"Newest bodies awaiting triage"</h2>
+                            <div class="flex flex-col gap-2" data-testid="group-samples">
+                                {p.samples.into_iter().map(|(id, b)| view! {
+                                    <div class="card">
+                                        <div class="text-xs muted px-2 pt-1"><a class="underline" href=format!("/dead-letters/{id}")>{format!("#{id}")}</a>" · "{b.kind.clone()}</div>
+                                        <pre class="p-2 text-xs whitespace-pre-wrap break-all">{b.text.clone()}</pre>
+                                    </div>
+                                }).collect_view()}
                             </div>
                         }.into_any()
                     }

@@ -75,6 +75,9 @@ pub struct PlanView {
     /// Why a live plan is not moving: no replay publisher holds a broker connection now.
     #[serde(default)]
     pub waiting: Option<String>,
+    /// Sent messages that died again since (`replay_of`), by the failure group they fell into.
+    #[serde(default)]
+    pub died_again: Vec<(Option<i64>, i64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

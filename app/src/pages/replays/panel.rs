@@ -16,6 +16,9 @@ pub fn ReplayPanel(
     /// The queue the message died in, when the page knows it: prefills "a queue".
     #[prop(optional)]
     origin: Option<String>,
+    /// Opening the panel also runs the preview (the group page's primary button).
+    #[prop(optional)]
+    preview_on_open: bool,
 ) -> impl IntoView {
     let open = RwSignal::new(false);
     let mode = RwSignal::new("origin".to_string());
@@ -56,7 +59,12 @@ pub fn ReplayPanel(
         }
     };
     view! {
-        <button class="btn" on:click=move |_| open.update(|o| *o = !*o)>{label}</button>
+        <button class=if preview_on_open { "btn btn-primary" } else { "btn" } on:click=move |_| {
+            open.update(|o| *o = !*o);
+            if preview_on_open && open.get_untracked() {
+                preview.dispatch(ReplayPreview { selection: selection.get_untracked(), target: target() });
+            }
+        }>{label}</button>
         <Show when=move || open.get()>
             <div class="card p-3 my-2 w-full text-sm flex flex-col gap-2" data-testid="replay-panel">
                 <div class="flex flex-wrap gap-3 items-center">

@@ -40,6 +40,18 @@ pub fn PlanPage() -> impl IntoView {
                                         p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
                                         if p.ordered { " · in order" } else { "" })}</div>
                                     {p.paused_reason.clone().map(|r| view! { <div class="text-amber-700 dark:text-amber-400 text-xs">{r}</div> })}
+                                    {(!p.died_again.is_empty()).then(|| {
+                                        let total: i64 = p.died_again.iter().map(|(_, n)| n).sum();
+                                        view! {
+                                            <div class="text-red-700 dark:text-red-400 text-sm" data-testid="died-again">
+                                                <b>{format!("died again {total}")}</b>
+                                                {p.died_again.iter().map(|(g, n)| match g {
+                                                    Some(g) => view! { " · "<a class="underline" href=format!("/dead-letters?group={g}&status=all")>{format!("{n} in group #{g}")}</a> }.into_any(),
+                                                    None => view! { " · "{format!("{n} ungrouped")} }.into_any(),
+                                                }).collect_view()}
+                                            </div>
+                                        }
+                                    })}
                                     {p.waiting.clone().map(|w| view! { <div class="text-amber-700 dark:text-amber-400 text-xs" data-testid="plan-waiting">{w}</div> })}
                                 </div>
                                 {(can_operate && live).then(|| view! {

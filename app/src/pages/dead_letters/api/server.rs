@@ -130,26 +130,52 @@ pub async fn list(q: &DlQuery, after: Option<&str>) -> Result<DlPage, AppError> 
     })
 }
 
-pub async fn groups(queue: Option<String>, only_awaiting: bool) -> Result<Vec<GroupView>, AppError> {
+fn group_view(g: engine::dead_letter::model::FailureGroup, now: chrono::DateTime<Utc>) -> GroupView {
+    GroupView {
+        id: g.id,
+        original_queue: g.original_queue,
+        reason: g.reason,
+        error_type: g.error_type,
+        error_sample: g.error_sample,
+        first_seen: crate::format::time(g.first_seen),
+        last_seen_secs: (now - g.last_seen).num_seconds(),
+        count: g.count,
+        awaiting: g.awaiting,
+    }
+}
+
+pub async fn groups(
+    queue: Option<String>,
+    dlq: Option<String>,
+    only_awaiting: bool,
+) -> Result<Vec<GroupView>, AppError> {
     let state = crate::state::app_state()?;
-    let f = store::GroupFilter { original_queue: clean(&queue), reason: None, only_awaiting };
+    let f = store::GroupFilter { original_queue: clean(&queue), dlq: clean(&dlq), reason: None, only_awaiting };
     let now = Utc::now();
     Ok(store::groups(&state.pool, &f, 200)
         .await
         .map_err(AppError::internal)?
         .into_iter()
-        .map(|g| GroupView {
-            id: g.id,
-            original_queue: g.original_queue,
-            reason: g.reason,
-            error_type: g.error_type,
-            error_sample: g.error_sample,
-            first_seen: crate::format::time(g.first_seen),
-            last_seen_secs: (now - g.last_seen).num_seconds(),
-            count: g.count,
-            awaiting: g.awaiting,
-        })
+        .map(|g| group_view(g, now))
         .collect())
+}
+
+/// Bodies shown per group page (the newest awaiting ones), each cut at 4 KiB.
+const GROUP_SAMPLES: i64 = 3;
+
+pub async fn group(id: i64) -> Result<GroupPageView, AppError> {
+    let state = crate::state::app_state()?;
+    let d = store::group(&state.pool, id, GROUP_SAMPLES)
+        .await
+        .map_err(AppError::internal)?
+        .ok_or_else(|| AppError::NotFound(format!("no failure group #{id}")))?;
+    let last_seen = crate::format::time(d.group.last_seen);
+    Ok(GroupPageView {
+        group: group_view(d.group, Utc::now()),
+        last_seen,
+        dlqs: d.dlqs,
+        samples: d.samples.into_iter().map(|s| (s.id, crate::body_view::BodyView::render(&s.body, 4096))).collect(),
+    })
 }
 
 /// A typed header value as a person reads it: strings as they are, the rest as plain JSON.

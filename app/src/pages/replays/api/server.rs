@@ -80,6 +80,7 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
         failed: p.failed,
         cancelled: p.cancelled,
         waiting: None,
+        died_again: Vec::new(),
     }
 }
 
@@ -161,6 +162,7 @@ pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
     let plan = replay::progress::get(&state.pool, id).await.map_err(replay_error)?;
     let items = replay::progress::items(&state.pool, id, None, None, 200).await.map_err(replay_error)?;
     let mut view = plan_view(plan);
+    view.died_again = replay::progress::died_again(&state.pool, id).await.map_err(replay_error)?;
     if matches!(view.status.as_str(), "scheduled" | "running") {
         // A publisher beats every 5 s; one seen in the last 30 s, connected, is sending.
         let beats = engine::heartbeats::recent(&state.pool).await?;
