@@ -42,6 +42,8 @@ test("alert → top failure group → replay to origin in three clicks; the plan
     await page.goto("/", { waitUntil: "networkidle" });
     await expect(banner).toContainText(name);
   }).toPass({ timeout: 45_000 });
+  // The Overview lists the newest failure groups awaiting triage.
+  await expect(page.getByTestId("overview-groups")).toContainText("e2e.work");
   await banner.getByRole("link", { name: new RegExp(name) }).click();
   await expect(page.getByTestId("groups-dlq")).toContainText("e2e.work.dlq");
 

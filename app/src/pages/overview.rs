@@ -1,10 +1,14 @@
 //! Overview: what an on-call engineer checks first — what is firing, each outbox source's
-//! oldest pending age, each DLQ's depth, the roles' heartbeats, and the two engines' health.
+//! oldest pending age, each DLQ's depth, the newest failure groups awaiting triage, the roles'
+//! heartbeats, and the two engines' health.
 //! Refreshed every 5 seconds in the browser.
 
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle, StatusDot};
-use crate::pages::dead_letters::{QueueCards, api::dl_queues};
+use crate::pages::dead_letters::{
+    QueueCards,
+    api::{dl_groups, dl_queues},
+};
 use crate::pages::outbox::api::outbox_health;
 use leptos::prelude::*;
 
@@ -18,6 +22,7 @@ pub fn OverviewPage() -> impl IntoView {
     let outbox = Resource::new(move || tick.get(), |_| outbox_health());
     let dlqs = Resource::new(move || tick.get(), |_| dl_queues());
     let beats = Resource::new(move || tick.get(), |_| heartbeats());
+    let groups = Resource::new(move || tick.get(), |_| dl_groups(None, None, true));
     let section = |title: &'static str| {
         view! { <h2 class="text-sm font-semibold uppercase tracking-wide text-slate-500 mb-2 mt-5">{title}</h2> }
     };
@@ -54,6 +59,30 @@ pub fn OverviewPage() -> impl IntoView {
                 match dlqs.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(list) => view! { <QueueCards list manage=None /> }.into_any(),
+                }
+            })}
+        </Transition>
+        {section("Newest failure groups awaiting triage")}
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match groups.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(list) if list.is_empty() => view! { <p class="muted text-sm" data-testid="overview-groups">"Nothing awaits triage."</p> }.into_any(),
+                    Ok(list) => view! {
+                        <div class="card" data-testid="overview-groups">
+                            <table class="tbl"><tbody>
+                                {list.into_iter().take(5).map(|g| view! {
+                                    <tr>
+                                        <td><a class="underline font-mono text-xs" href=format!("/dead-letters/groups/{}", g.id)>{format!("#{}", g.id)}</a></td>
+                                        <td class="font-mono text-xs break-all">{g.original_queue.unwrap_or_else(|| "—".into())}</td>
+                                        <td class="text-xs break-words"><b>{g.error_type.unwrap_or_else(|| g.reason.clone())}</b></td>
+                                        <td class="text-right tabular-nums font-semibold">{g.awaiting}" awaiting"</td>
+                                        <td class="whitespace-nowrap text-xs muted">{format::age_secs(g.last_seen_secs)}" ago"</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody></table>
+                        </div>
+                    }.into_any(),
                 }
             })}
         </Transition>
