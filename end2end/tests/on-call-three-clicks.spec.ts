@@ -77,5 +77,9 @@ test("alert → top failure group → replay to origin in three clicks; the plan
   const stored = sql(`SELECT count(*) FROM revenant.dead_letters d JOIN revenant.replay_items i
     ON i.dead_letter_id = d.replay_of AND i.plan_id = ${plan}`);
   expect(stored).toBe("5");
+  // The Replays list says it too, next to sent and failed.
+  await page.goto("/replays");
+  await expect(page.getByTestId("progress").first()).toContainText("5 sent");
+  await expect(page.getByTestId("progress").first()).toContainText("died again 5");
   await shot(page, "plan-died-again");
 });

@@ -16,6 +16,8 @@ pub fn Progress(p: PlanView) -> impl IntoView {
     // SVG, not styled divs: the CSP allows no inline styles, and widths are data.
     let total = p.total.max(1) as f64;
     let w = |n: i64| n as f64 * 192.0 / total;
+    let died_again: i64 = p.died_again.iter().map(|(_, n)| n).sum();
+    let died = died_again > 0;
     let (sent, failed, cancelled) = (w(p.sent), w(p.failed), w(p.cancelled));
     view! {
         <svg viewBox="0 0 192 8" class="w-48 h-2 rounded" role="img"
@@ -27,6 +29,7 @@ pub fn Progress(p: PlanView) -> impl IntoView {
         </svg>
         <div class="text-xs tabular-nums muted" data-testid="progress">
             {format!("{} sent · {} failed · {} cancelled · {} left of {}", p.sent, p.failed, p.cancelled, p.left, p.total)}
+            {died.then(|| view! { <span class="text-red-700 dark:text-red-400">{format!(" · died again {died_again}")}</span> })}
         </div>
     }
 }

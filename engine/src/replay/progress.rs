@@ -76,3 +76,21 @@ pub async fn died_again(db: impl PgExecutor<'_>, plan_id: i64) -> Result<Vec<(Op
     .await?;
     Ok(rows.into_iter().map(|r| (r.group_id, r.n)).collect())
 }
+
+/// `died_again` for several plans in one query: (plan, group, count) rows.
+pub async fn died_again_of(
+    db: impl PgExecutor<'_>,
+    plan_ids: &[i64],
+) -> Result<Vec<(i64, Option<i64>, i64)>, ReplayError> {
+    let rows = sqlx::query!(
+        r#"SELECT i.plan_id, d.group_id, count(*) AS "n!" FROM dead_letters d
+           JOIN replay_items i ON i.dead_letter_id = d.replay_of AND i.plan_id = ANY($1) AND i.status = 'sent'
+           JOIN replay_plans p ON p.id = i.plan_id
+           WHERE d.ingested_at >= p.created_at
+           GROUP BY i.plan_id, d.group_id ORDER BY i.plan_id, count(*) DESC, d.group_id"#,
+        plan_ids
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.plan_id, r.group_id, r.n)).collect())
+}

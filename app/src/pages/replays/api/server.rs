@@ -154,7 +154,19 @@ pub async fn create(who: &Principal, s: SelectionInput, t: TargetInput, o: PlanO
 
 pub async fn list() -> Result<Vec<PlanView>, AppError> {
     let state = crate::state::app_state()?;
-    Ok(replay::progress::list(&state.pool, None, 100).await.map_err(replay_error)?.into_iter().map(plan_view).collect())
+    let mut plans: Vec<PlanView> = replay::progress::list(&state.pool, None, 100)
+        .await
+        .map_err(replay_error)?
+        .into_iter()
+        .map(plan_view)
+        .collect();
+    let ids: Vec<i64> = plans.iter().map(|p| p.id).collect();
+    for (plan, group, n) in replay::progress::died_again_of(&state.pool, &ids).await.map_err(replay_error)? {
+        if let Some(p) = plans.iter_mut().find(|p| p.id == plan) {
+            p.died_again.push((group, n));
+        }
+    }
+    Ok(plans)
 }
 
 pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
