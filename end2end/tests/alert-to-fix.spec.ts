@@ -1,22 +1,12 @@
 import { test, expect } from "@playwright/test";
-import { signIn, shot } from "./helpers";
+import { createDlqAwaitingRule, signIn, shot } from "./helpers";
 import { publish, sql } from "./env";
 
 test("alert to fix: a DLQ alert fires, the group is replayed and drains, the alert resolves", async ({ page }) => {
   const name = `e2e.work.dlq awaiting ${Date.now()}`;
   // An admin sets the threshold in the console.
   await signIn(page, "admin");
-  await page.goto("/alerts");
-  const form = page.getByTestId("rule-form");
-  const field = (label: string) => form.getByLabel(label, { exact: true });
-  await field("Name").fill(name);
-  await field("Kind").selectOption("dlq_awaiting");
-  await field("Target").fill("e2e.work.dlq");
-  await field("Warning at").fill("3");
-  await field("Critical at").fill("5");
-  await field("Recovers at").fill("0");
-  await field("For (seconds)").fill("0");
-  await form.getByRole("button", { name: "Create rule" }).click();
+  await createDlqAwaitingRule(page, name, "e2e.work.dlq", "3", "5");
   await expect(page.getByRole("status")).toContainText("saved");
   await page.context().clearCookies();
   // Six orders expire in e2e.work and are dead-lettered with x-death into e2e.work.dlq.

@@ -1,8 +1,8 @@
 import { execFileSync, spawn, ChildProcess } from "node:child_process";
 import path from "node:path";
 
-export const VHOST = "revenant-e2e";
-export const DB = "revenant_e2e";
+export const VHOST = process.env.E2E_VHOST ?? "revenant-e2e";
+export const DB = process.env.E2E_DB ?? "revenant_e2e";
 const root = path.resolve(__dirname, "..", "..");
 export const BIN = path.join(process.env.CARGO_TARGET_DIR ?? path.join(root, "target"), "debug", "revenant");
 

@@ -15,3 +15,18 @@ export async function signIn(page: Page, user: "admin" | "operator" | "viewer") 
 export async function shot(page: Page, name: string) {
   await page.screenshot({ path: `artifacts/${name}.png`, fullPage: true });
 }
+
+/** Creates a `dlq_awaiting` rule through the Alerts form (recovers at 0, no "for" delay, no webhook). */
+export async function createDlqAwaitingRule(page: Page, name: string, queue: string, warn: string, crit: string) {
+  await page.goto("/alerts");
+  const form = page.getByTestId("rule-form");
+  const field = (label: string) => form.getByLabel(label, { exact: true });
+  await field("Name").fill(name);
+  await field("Kind").selectOption("dlq_awaiting");
+  await field("Target").fill(queue);
+  await field("Warning at").fill(warn);
+  await field("Critical at").fill(crit);
+  await field("Recovers at").fill("0");
+  await field("For (seconds)").fill("0");
+  await form.getByRole("button", { name: "Create rule" }).click();
+}

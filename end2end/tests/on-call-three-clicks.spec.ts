@@ -1,5 +1,5 @@
 import { test, expect } from "@playwright/test";
-import { signIn, shot } from "./helpers";
+import { createDlqAwaitingRule, signIn, shot } from "./helpers";
 import { publish, sql, VHOST } from "./env";
 
 /** A failing consumer: takes every message off `queue` and rejects it (dead-lettering it). */
@@ -17,17 +17,7 @@ async function reject(queue: string): Promise<number> {
 test("alert → top failure group → replay to origin in three clicks; the plan counts what died again", async ({ page }) => {
   const name = `three clicks ${Date.now()}`;
   await signIn(page, "admin");
-  await page.goto("/alerts");
-  const form = page.getByTestId("rule-form");
-  const field = (label: string) => form.getByLabel(label, { exact: true });
-  await field("Name").fill(name);
-  await field("Kind").selectOption("dlq_awaiting");
-  await field("Target").fill("e2e.work.dlq");
-  await field("Warning at").fill("3");
-  await field("Critical at").fill("50");
-  await field("Recovers at").fill("0");
-  await field("For (seconds)").fill("0");
-  await form.getByRole("button", { name: "Create rule" }).click();
+  await createDlqAwaitingRule(page, name, "e2e.work.dlq", "3", "50");
   await expect(page.getByRole("status")).toContainText("saved");
   await page.context().clearCookies();
   // Five orders expire in e2e.work (dead-lettered with x-death into e2e.work.dlq).

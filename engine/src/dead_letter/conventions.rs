@@ -229,13 +229,7 @@ pub fn facts(headers: Option<&FieldTable>) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
 
-    fn h(pairs: &[(&str, &str)]) -> FieldTable {
-        let mut t = FieldTable::default();
-        for (k, v) in pairs {
-            t.insert((*k).into(), AMQPValue::LongString((*v).into()));
-        }
-        t
-    }
+    use crate::dead_letter::headers::string_table as h;
 
     fn fact<'a>(facts: &'a [(&'static str, String)], key: &str) -> Option<&'a str> {
         facts.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())

@@ -197,6 +197,16 @@ pub fn as_i64(v: &AMQPValue) -> Option<i64> {
     }
 }
 
+/// A header table of string values, for the tests of the modules that read headers.
+#[cfg(test)]
+pub(crate) fn string_table(pairs: &[(&str, &str)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), AMQPValue::LongString((*v).into()));
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,13 +142,7 @@ pub fn from_headers(headers: Option<&FieldTable>) -> AppError {
 mod tests {
     use super::*;
 
-    fn h(pairs: &[(&str, &str)]) -> FieldTable {
-        let mut t = FieldTable::default();
-        for (k, v) in pairs {
-            t.insert((*k).into(), AMQPValue::LongString((*v).into()));
-        }
-        t
-    }
+    use crate::dead_letter::headers::string_table as h;
 
     #[test]
     fn explicit_type_and_message_headers_win() {
