@@ -69,6 +69,8 @@ pub struct IngestSettings {
     pub batch: usize,
     /// How long a batch waits for more deliveries after its first one.
     pub linger: Duration,
+    /// Batches committing at once per queue (acks still go out in delivery order).
+    pub commits: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -277,6 +279,7 @@ struct RawIngest {
     prefetch: Option<i64>,
     batch: Option<i64>,
     linger_ms: Option<i64>,
+    commits: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -433,6 +436,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         prefetch: int("ingest.prefetch", "REVENANT_INGEST_PREFETCH", env, raw.ingest.prefetch, 500, 1..=65_535)? as u16,
         batch: int("ingest.batch", "REVENANT_INGEST_BATCH", env, raw.ingest.batch, 250, 1..=2_000)? as usize,
         linger: ms(int("ingest.linger_ms", "REVENANT_INGEST_LINGER_MS", env, raw.ingest.linger_ms, 5, 0..=10_000)?),
+        commits: int("ingest.commits", "REVENANT_INGEST_COMMITS", env, raw.ingest.commits, 2, 1..=8)? as usize,
     };
     let a = raw.auth;
     let proxies = list(env("REVENANT_TRUSTED_PROXIES")).or(a.trusted_proxies).unwrap_or_default();

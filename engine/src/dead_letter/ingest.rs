@@ -3,9 +3,11 @@
 //! Policy: manual acks, sent after the storing transaction has committed (invariant 1). A
 //! burst of deliveries (up to `ingest.batch`, or what arrived within `ingest.linger` of the
 //! first) is stored in one transaction and acked with one `multiple` ack (group commit, see
-//! `batch`): one commit per batch rather than per message. While one batch commits, the
-//! next gathers and is parsed; it is flushed only after the first has acked, so acks go out
-//! in tag order. A delivery the store refuses is
+//! `batch`): one commit per batch rather than per message. Up to `ingest.commits` batches
+//! commit at once (each on its own pooled connection) while the next gathers and is parsed;
+//! a batch's rows are written after the previous batch's (ids keep the queue's order) and its
+//! statements overlap the previous commit; they are acked in the order they were gathered, so acks go out in tag order and a
+//! `multiple` ack never covers a batch that has not committed. A delivery the store refuses is
 //! nacked with requeue after a short delay, alone, so the message stays in RabbitMQ, nothing
 //! is ever dropped and the others go on. Each queue has its own connection and task: a queue
 //! that does not exist (RabbitMQ closes the channel with 404) or a broken connection is
@@ -26,7 +28,7 @@ use std::{
 };
 
 use anyhow::Context;
-use futures::{StreamExt, future::BoxFuture};
+use futures::{StreamExt, future::BoxFuture, stream::FuturesOrdered};
 use lapin::{
     message::Delivery,
     options::{BasicConsumeOptions, BasicQosOptions},
@@ -314,55 +316,43 @@ async fn consume_once(
         let _live = Consuming::start(stats, queue);
         tracing::info!(prefetch, batch = shape.batch, "consuming");
         let mut gathering: Batch<batch::Pending> = Batch::new(shape.batch, shape.linger);
-        // The parked deliveries travel with the flush in flight (it may park more) and come
-        // back when it is done: `None` while a flush runs.
-        let mut parked = Some(batch::Parked::default());
-        // One batch commits while the next gathers and parses; acks stay in tag order because
-        // a second flush starts only after the first has acked.
-        let mut flushing: Option<BoxFuture<'_, anyhow::Result<batch::Parked>>> = None;
+        let mut parked = batch::Parked::default();
+        // Up to `commits` batches commit at once while the next gathers and parses; they are
+        // settled (acked) in the order they were gathered, which is delivery-tag order, so a
+        // `multiple` ack never covers a batch that has not committed.
+        let mut storing: FuturesOrdered<BoxFuture<'static, batch::Stored>> = FuturesOrdered::new();
+        // Resolves when the newest batch's rows are written: the next one writes after it.
+        let mut last_written: Option<tokio::sync::oneshot::Receiver<()>> = None;
         loop {
-            let due = gathering.is_full() || gathering.deadline().is_some_and(|d| d <= tokio::time::Instant::now());
-            if flushing.is_none()
-                && due
-                && let Some(p) = parked.take()
-            {
-                let items = gathering.take();
-                flushing = Some(Box::pin(async move {
-                    let mut p = p;
-                    batch::flush(pool, items, stats, &mut p).await?;
-                    Ok(p)
-                }));
+            let now = tokio::time::Instant::now();
+            let due = gathering.is_full() || gathering.deadline().is_some_and(|d| d <= now);
+            let room = storing.len() < shape.commits;
+            if room && due && !gathering.is_empty() {
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                let (stored, written) = batch::store(pool, gathering.take(), last_written.take());
+                storing.push_back(stored);
+                last_written = Some(written);
+                continue;
             }
-            // A full batch waits for the flush in flight rather than grow past `batch`
-            // (the prefetch, not this loop, bounds what RabbitMQ has sent us).
+            // A full batch waits for a commit slot rather than grow past `batch` (the
+            // prefetch, not this loop, bounds what RabbitMQ has sent us).
             let take_more = !gathering.is_full();
-            let gather_deadline = if flushing.is_none() { gathering.deadline() } else { None };
-            let parked_due = parked.as_ref().and_then(batch::Parked::next_due);
+            let gather_deadline = if room { gathering.deadline() } else { None };
             // Deliveries already received come first, so a batch takes in what is there
             // before its linger runs out; `is_full` bounds it.
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => {
-                    // A flush in flight finishes its commit and acks; the rest goes back.
-                    if let Some(f) = flushing.take() {
-                        f.await?;
+                    // Batches in flight finish their commits and are acked; the rest goes back.
+                    while let Some(stored) = storing.next().await {
+                        batch::settle(pool, stored, stats, &mut parked).await?;
                     }
                     return Ok(());
                 }
-                done = async {
-                    match flushing.as_mut() {
-                        Some(f) => f.await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    flushing = None;
-                    parked = Some(done?);
+                Some(stored) = storing.next(), if !storing.is_empty() => {
+                    batch::settle(pool, stored, stats, &mut parked).await?;
                 }
-                _ = until(parked_due) => {
-                    if let Some(p) = parked.as_mut() {
-                        p.release_due().await?;
-                    }
-                }
+                _ = until(parked.next_due()) => parked.release_due().await?,
                 next = consumer.next(), if take_more => match next {
                     Some(Ok(delivery)) => {
                         stats.received.fetch_add(1, Ordering::Relaxed);
@@ -404,6 +394,7 @@ struct Shape {
     prefetch: u16,
     batch: usize,
     linger: Duration,
+    commits: usize,
 }
 
 impl Shape {
@@ -412,6 +403,7 @@ impl Shape {
     fn of(cfg: &IngestSettings) -> Self {
         let batch = cfg.batch.max(1);
         let prefetch = cfg.prefetch;
+        let commits = cfg.commits.max(1);
         if prefetch > 0 && usize::from(prefetch) < batch {
             tracing::warn!(
                 prefetch,
@@ -419,9 +411,9 @@ impl Shape {
                 "ingest.prefetch is below ingest.batch: batches are cut to the prefetch; raise ingest.prefetch \
                  (twice the batch lets RabbitMQ send the next batch while one commits)"
             );
-            return Self { prefetch, batch: usize::from(prefetch), linger: cfg.linger };
+            return Self { prefetch, batch: usize::from(prefetch), linger: cfg.linger, commits };
         }
-        Self { prefetch, batch, linger: cfg.linger }
+        Self { prefetch, batch, linger: cfg.linger, commits }
     }
 }
 

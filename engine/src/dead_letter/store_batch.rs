@@ -1,17 +1,19 @@
 //! Storing many dead letters in one transaction: the ingester's group commit.
 //!
-//! Policy: a batch costs two statements and one commit whatever its size. The rows go in as
+//! Policy: a batch costs four statements and one commit whatever its size. The rows go in as
 //! one `INSERT … SELECT FROM unnest(…)` (one bind per column, so no bind limit and one
 //! prepared statement for every batch size) with `ON CONFLICT DO NOTHING` on the natural key,
 //! which makes a redelivery, or the same message twice in one batch, one row. Each failure
 //! group is upserted once per batch *before* the rows, so a row is written once with its
 //! `group_id` and `replay_of` (no second version of every row, no second pass over its six
-//! indexes); its count is then raised by the rows that were really inserted, in the same
-//! statement as the insert, so duplicates never over-count. Rows are written in arrival order,
-//! so ids (and lists, and replays in first-failure order) follow the queue's order; groups
-//! are locked in fingerprint order, so two ingesters on one queue take those locks in the
-//! same order (two batches holding the same redelivered message can still deadlock: that is
-//! a refusal like any other, and the one-at-a-time fall-back resolves it). A statement the server refuses fails the whole batch: the caller
+//! indexes), without locking an existing group; its count is then raised by the rows that
+//! were really inserted (the insert returns them), so duplicates never over-count, and that
+//! update, locking the groups in id order, is the only group lock a batch holds until its
+//! commit. Rows are written in arrival order, so ids (and lists, and replays in
+//! first-failure order) follow the queue's order. Two batches holding the same redelivered
+//! message, or creating the same new group, can still deadlock: that is a refusal like any
+//! other, and the one-at-a-time fall-back resolves it. A statement the server refuses fails
+//! the whole batch: the caller
 //! then stores its deliveries one at a time to isolate the one refused.
 
 use std::collections::HashMap;
@@ -148,25 +150,32 @@ async fn upsert_groups(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Resul
     }
     first.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
     let col = |f: fn(&NewDeadLetter) -> Option<String>| first.iter().map(|r| f(r)).collect::<Vec<_>>();
-    // `DO UPDATE` rather than `DO NOTHING` so that an existing group's id comes back too (and
-    // is locked until commit, like the rows that will count in it).
-    let ids = sqlx::query!(
+    let fingerprints: Vec<String> = first.iter().map(|r| r.fingerprint.clone()).collect();
+    // `DO NOTHING` takes no lock on a group that exists already: the only lock a batch takes
+    // on its groups is the count update at the end of [`insert`], held for the commit, so two
+    // batches of one group (`ingest.commits` > 1) insert their rows at the same time and
+    // queue up only for that update.
+    sqlx::query!(
         "INSERT INTO failure_groups (fingerprint, original_queue, reason, error_type, error_sample, count)
          SELECT fingerprint, original_queue, reason, error_type, error_sample, 0
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
               AS g (fingerprint, original_queue, reason, error_type, error_sample)
          ORDER BY fingerprint
-         ON CONFLICT ON CONSTRAINT failure_groups_fingerprint_key
-         DO UPDATE SET last_seen = failure_groups.last_seen
-         RETURNING id, fingerprint",
-        &first.iter().map(|r| r.fingerprint.clone()).collect::<Vec<_>>(),
+         ON CONFLICT ON CONSTRAINT failure_groups_fingerprint_key DO NOTHING",
+        &fingerprints,
         &first.iter().map(|r| r.group_queue.clone()).collect::<Vec<_>>(),
         &first.iter().map(|r| r.reason).collect::<Vec<_>>() as &[&str],
         &col(|r| r.error_type.clone()) as &[Option<String>],
         &col(|r| r.error_message.clone()) as &[Option<String>]
     )
-    .fetch_all(&mut *conn)
+    .execute(&mut *conn)
     .await?;
+    // A second statement, so its snapshot sees a group another batch committed while this
+    // one's insert waited for it (one statement's snapshot would not, leaving those rows
+    // without their group).
+    let ids = sqlx::query!("SELECT id, fingerprint FROM failure_groups WHERE fingerprint = ANY($1)", &fingerprints)
+        .fetch_all(&mut *conn)
+        .await?;
     Ok(ids.into_iter().map(|g| (g.fingerprint, g.id)).collect())
 }
 
@@ -213,12 +222,8 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
             ORDER BY r.n
             ON CONFLICT ON CONSTRAINT dead_letters_natural_key_key DO NOTHING
             RETURNING id, natural_key, group_id
-         ), counted AS (
-            UPDATE failure_groups g SET count = g.count + c.n, last_seen = now()
-            FROM (SELECT group_id, count(*) AS n FROM ins GROUP BY group_id) c
-            WHERE g.id = c.group_id
          )
-         SELECT id, natural_key FROM ins",
+         SELECT id, natural_key, group_id FROM ins",
         &text(|r| r.queue.clone()),
         &text(|r| r.natural_key.clone()),
         &opt(|r| r.message_id.clone()) as &[Option<String>],
@@ -255,16 +260,58 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
     )
     .fetch_all(&mut *conn)
     .await?;
+    count_in_groups(conn, &inserted.iter().filter_map(|r| r.group_id).collect::<Vec<_>>()).await?;
     // Of two rows with one natural key, the first in `rows` is the one reported inserted.
     let mut ids: HashMap<String, i64> = inserted.into_iter().map(|r| (r.natural_key, r.id)).collect();
     Ok(rows.iter().map(|r| ids.remove(&r.natural_key)).collect())
 }
 
+/// Raises each group's count by the rows just inserted in it (one id per row). The groups are
+/// locked in id order, so two batches of the same groups committing at once queue up behind
+/// each other instead of deadlocking; the lock is held until the caller commits. `NO KEY`:
+/// the rows' foreign-key checks hold `KEY SHARE` locks on these groups, which a plain
+/// `FOR UPDATE` would wait for (two batches, each waiting for the other's key share).
+async fn count_in_groups(conn: &mut PgConnection, group_ids: &[i64]) -> Result<(), StoreError> {
+    if group_ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "WITH c AS (SELECT g AS id, count(*) AS n FROM unnest($1::bigint[]) AS g GROUP BY g),
+         l AS (SELECT f.id, c.n FROM failure_groups f JOIN c ON c.id = f.id ORDER BY f.id FOR NO KEY UPDATE OF f)
+         UPDATE failure_groups f SET count = f.count + l.n, last_seen = now() FROM l WHERE f.id = l.id",
+        group_ids
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// [`insert`] in its own transaction, committed before it returns: what the ingester needs
 /// before it may ack.
 pub async fn insert_committed(pool: &PgPool, rows: &[NewDeadLetter]) -> Result<Vec<Option<i64>>, StoreError> {
-    let mut tx = pool.begin().await?;
-    let outcome = insert(&mut tx, rows).await?;
+    insert_committed_after(pool, rows, std::future::ready(()), || {}).await
+}
+
+/// [`insert_committed`] for batches committing at once: the transaction begins once `after`
+/// resolves (the previous batch's rows are written) and `written` is called as soon as this
+/// batch's rows are (before its commit, or when it fails). So the batches' rows get their
+/// ids and `ingested_at` in the order the batches were gathered, while one batch's commit
+/// (its fsync) overlaps the next one's statements.
+pub async fn insert_committed_after(
+    pool: &PgPool,
+    rows: &[NewDeadLetter],
+    after: impl std::future::Future<Output = ()>,
+    written: impl FnOnce(),
+) -> Result<Vec<Option<i64>>, StoreError> {
+    after.await;
+    let res = async {
+        let mut tx = pool.begin().await?;
+        let outcome = insert(&mut tx, rows).await?;
+        Ok::<_, StoreError>((tx, outcome))
+    }
+    .await;
+    written();
+    let (tx, outcome) = res?;
     tx.commit().await?;
     Ok(outcome)
 }

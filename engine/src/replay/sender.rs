@@ -223,7 +223,9 @@ impl Sender<'_> {
             let take_confirms = !in_flight.is_empty() && marks.has_room();
             let sending = !stopping && !buffer.is_empty() && in_flight.len() < window;
             let mut wake_at = if sending { next_slot.min(next_control) } else { next_control };
-            if !stopping && reading.is_none() && !exhausted {
+            // Only when a read would start on waking: with the buffer full, an old `next_read`
+            // would wake the loop at once, again and again (a busy loop that took a core).
+            if !stopping && reading.is_none() && !exhausted && (buffer.len() as i64) < limit {
                 wake_at = wake_at.min(next_read);
             }
             if let Some(due) = marks.due_at() {

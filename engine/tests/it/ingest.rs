@@ -109,7 +109,7 @@ pub(crate) struct Running {
 pub(crate) fn start_ingest(pool: &PgPool, queues: Vec<String>) -> Running {
     start_ingest_with(
         pool,
-        IngestSettings { queues, auto: false, prefetch: 50, batch: 50, linger: Duration::from_millis(5) },
+        IngestSettings { queues, auto: false, prefetch: 50, batch: 50, linger: Duration::from_millis(5), commits: 2 },
     )
 }
 

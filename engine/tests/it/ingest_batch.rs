@@ -23,7 +23,7 @@ use super::ingest::{Running, Topology, count, start_ingest_with, wait_for_rows};
 const NEVER: Duration = Duration::from_secs(60);
 
 fn settings(queue: &str, prefetch: u16, batch: usize) -> IngestSettings {
-    IngestSettings { queues: vec![queue.to_string()], auto: false, prefetch, batch, linger: NEVER }
+    IngestSettings { queues: vec![queue.to_string()], auto: false, prefetch, batch, linger: NEVER, commits: 2 }
 }
 
 /// Polls the ingester's counters until `done` holds (or fails after 15 s).

@@ -227,7 +227,14 @@ pub struct Ingest {
 impl Ingest {
     pub fn start(pool: &PgPool, queues: Vec<String>) -> Self {
         let token = CancellationToken::new();
-        let cfg = IngestSettings { queues, auto: false, prefetch: 50, batch: 50, linger: Duration::from_millis(5) };
+        let cfg = IngestSettings {
+            queues,
+            auto: false,
+            prefetch: 50,
+            batch: 50,
+            linger: Duration::from_millis(5),
+            commits: 2,
+        };
         let stats = Arc::new(IngestStats::default());
         let handle = tokio::spawn(ingest::run(pool.clone(), amqp_url(), cfg, None, stats, token.clone()));
         Self { token, handle }

@@ -403,6 +403,7 @@ async fn ingest_auto_watches_every_dead_letter_target_of_the_vhost() {
         prefetch: 10,
         batch: 10,
         linger: Duration::from_millis(5),
+        commits: 2,
     };
     let discovery = Discovery { management_url: management_url(), vhost: v.name.clone() };
     let stop = tokio_util::sync::CancellationToken::new();

@@ -1,6 +1,8 @@
 //! One batch of deliveries: stored in one transaction, then acked; a refused one isolated.
 //!
-//! Policy: a batch is acked only after its transaction has committed (invariant 1), with one
+//! Policy: a batch is stored on a task of its own ([`store`]) and settled by the consumer
+//! loop in the order batches were gathered ([`settle`]). It is acked only after its
+//! transaction has committed (invariant 1), with one
 //! `basic.ack multiple` on its highest delivery tag. `multiple` also settles every lower tag
 //! still unacked on the channel, so it is used only while no refused delivery is waiting for
 //! its delayed nack; otherwise each delivery is acked on its own. When PostgreSQL refuses the
@@ -10,19 +12,23 @@
 //! the consumer carries on. A failure that is not a refusal (connection lost, pool exhausted)
 //! parks the whole batch without trying each row.
 
-use std::{collections::VecDeque, sync::atomic::Ordering};
+use std::{collections::VecDeque, sync::atomic::Ordering, time::Duration};
 
 use anyhow::Context;
+use futures::future::BoxFuture;
 use lapin::{
     Acker,
     options::{BasicAckOptions, BasicNackOptions},
 };
 use sqlx::PgPool;
-use tokio::time::Instant;
+use tokio::{sync::oneshot, time::Instant};
 use tracing::Instrument;
 
 use super::{IngestStats, STORE_RETRY_DELAY};
-use crate::dead_letter::store_batch::{self, NewDeadLetter};
+use crate::dead_letter::{
+    store::StoreError,
+    store_batch::{self, NewDeadLetter},
+};
 
 /// A delivery read and parsed, waiting for its batch to commit.
 pub(super) struct Pending {
@@ -30,7 +36,7 @@ pub(super) struct Pending {
     pub tag: u64,
     pub row: NewDeadLetter,
     /// Time spent parsing it (for the batch's stage timings).
-    pub parse: std::time::Duration,
+    pub parse: Duration,
 }
 
 /// Deliveries the store refused, each nacked (requeued) once its delay is over. They all
@@ -70,35 +76,74 @@ impl Parked {
     }
 }
 
-/// Stores `items` and settles each one: acked once committed, or parked.
-pub(super) async fn flush(
+/// A batch whose transaction has ended (committed or refused), waiting its turn to be settled.
+pub(super) struct Stored {
+    ackers: Vec<(Acker, u64)>,
+    rows: Vec<NewDeadLetter>,
+    outcome: Result<Vec<Option<i64>>, StoreError>,
+    parse: Duration,
+    store: Duration,
+}
+
+/// Stores `items` in one transaction on a task of its own (so it progresses while the consumer
+/// loop gathers the next batch, and beside the previous batch's commit), its rows written
+/// once the previous batch's are (`after`, see [`store_batch::insert_committed_after`]).
+/// Returns the batch and what resolves when its rows are written. Nothing is acked here:
+/// [`settle`] does that, in delivery order.
+pub(super) fn store(
     pool: &PgPool,
     items: Vec<Pending>,
+    after: Option<oneshot::Receiver<()>>,
+) -> (BoxFuture<'static, Stored>, oneshot::Receiver<()>) {
+    let parse = items.iter().map(|p| p.parse).sum();
+    let (ackers, rows): (Vec<(Acker, u64)>, Vec<NewDeadLetter>) =
+        items.into_iter().map(|p| ((p.acker, p.tag), p.row)).unzip();
+    let pool = pool.clone();
+    let (written, rows_written) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let started = Instant::now();
+        // A previous batch that failed drops its sender: that also lets this one go.
+        let after = async move {
+            if let Some(after) = after {
+                let _ = after.await;
+            }
+        };
+        let outcome = store_batch::insert_committed_after(&pool, &rows, after, move || {
+            let _ = written.send(());
+        })
+        .await;
+        Stored { ackers, rows, outcome, parse, store: started.elapsed() }
+    });
+    (Box::pin(async move { task.await.expect("the store task panicked") }), rows_written)
+}
+
+/// Settles a stored batch: acked (one `multiple` ack when that is safe) once committed, or, when
+/// PostgreSQL refused it, stored again one delivery at a time, or parked. Called in delivery
+/// order, so a `multiple` ack never covers a batch that has not committed.
+pub(super) async fn settle(
+    pool: &PgPool,
+    stored: Stored,
     stats: &IngestStats,
     parked: &mut Parked,
 ) -> anyhow::Result<()> {
-    if items.is_empty() {
+    let Stored { ackers, rows, outcome, parse, store } = stored;
+    if ackers.is_empty() {
         return Ok(());
     }
-    stats.batches.fetch_add(1, Ordering::Relaxed);
-    let span = tracing::info_span!("batch", size = items.len());
+    let span = tracing::info_span!("batch", size = ackers.len());
     async {
-        let parse_us: u128 = items.iter().map(|p| p.parse.as_micros()).sum();
-        let (ackers, rows): (Vec<(Acker, u64)>, Vec<NewDeadLetter>) =
-            items.into_iter().map(|p| ((p.acker, p.tag), p.row)).unzip();
-        let started = Instant::now();
-        match store_batch::insert_committed(pool, &rows).await {
+        match outcome {
             Ok(outcomes) => {
-                let store_us = started.elapsed().as_micros();
                 count(stats, &outcomes);
+                let started = Instant::now();
                 // Only now, with the rows committed, may RabbitMQ forget the messages.
                 ack_all(&ackers, parked.is_empty()).await?;
                 // Stage timings, to see where a batch's time goes (RUST_LOG=engine=debug).
                 tracing::debug!(
                     stored = outcomes.iter().flatten().count(),
-                    parse_us,
-                    store_us,
-                    ack_us = started.elapsed().as_micros() - store_us,
+                    parse_us = parse.as_micros() as u64,
+                    store_us = store.as_micros() as u64,
+                    ack_us = started.elapsed().as_micros() as u64,
                     "batch stored"
                 );
             }

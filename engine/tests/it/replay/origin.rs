@@ -57,8 +57,10 @@ async fn the_default_replay_reaches_only_the_origin_queue_not_its_siblings() {
     let ing = Ingest::start(env.pool(), vec![env.dlq.clone()]);
     let ids = wait_for_new(env.pool(), before, 4).await;
     ing.stop().await;
+    // By message id: RabbitMQ dead-letters the rejected copies asynchronously, so the
+    // Spring-style one, published straight to the DLQ, may arrive before them.
     let conventions: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT convention FROM dead_letters WHERE id = ANY($1) ORDER BY id")
+        sqlx::query_scalar("SELECT convention FROM dead_letters WHERE id = ANY($1) ORDER BY message_id")
             .bind(&ids)
             .fetch_all(env.pool())
             .await
