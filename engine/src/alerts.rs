@@ -100,14 +100,14 @@ pub struct StateCounts {
 
 /// How many enabled rules are in each state.
 pub async fn state_counts(db: impl sqlx::PgExecutor<'_>) -> Result<StateCounts, sqlx::Error> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT s.state, count(*) FROM alert_state s JOIN alert_rules r ON r.id = s.rule_id
-         WHERE r.enabled GROUP BY s.state",
+    let rows = sqlx::query!(
+        r#"SELECT s.state, count(*) AS "n!" FROM alert_state s JOIN alert_rules r ON r.id = s.rule_id
+           WHERE r.enabled GROUP BY s.state"#,
     )
     .fetch_all(db)
     .await?;
     let mut c = StateCounts::default();
-    for (state, n) in rows {
+    for (state, n) in rows.into_iter().map(|r| (r.state, r.n)) {
         match state.as_str() {
             "ok" => c.ok = n,
             "pending" => c.pending = n,

@@ -90,18 +90,14 @@ async fn transitions(pool: &PgPool, rule_id: i64) -> Vec<(String, String)> {
 }
 
 async fn new_failure_group(pool: &PgPool) -> i64 {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO failure_groups (fingerprint, original_queue, reason, count) VALUES ($1, 'orders', 'rejected', 1)
          RETURNING id",
+        unique("fp")
     )
-    .bind(unique("fp"))
     .fetch_one(pool)
     .await
     .unwrap()
-}
-
-async fn count(pool: &PgPool, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
 #[tokio::test]
@@ -212,13 +208,13 @@ async fn a_silenced_rule_still_changes_state_but_delivers_nothing() {
     tick(&db.pool, &[], &cfg()).await;
     assert_eq!(state(&db.pool, r.id).await.0, AlertState::Firing);
     assert!(alerts::firing(&db.pool).await.unwrap()[0].silenced);
-    assert_eq!(count(&db.pool, "SELECT count(*) FROM webhook_deliveries").await, 0);
+    assert_eq!(count!(&db.pool, "SELECT count(*) FROM webhook_deliveries"), 0);
     assert_eq!(rx.count(), 0);
 
     // A delivery queued before the silence is not sent either.
     let unsilenced = alerts::unsilence(&db.pool, &op(), &ip(), r.id).await.unwrap();
     assert_eq!(unsilenced.silenced_until, None);
-    sqlx::query("INSERT INTO webhook_deliveries (event_id, attempt) SELECT max(id), 1 FROM alert_events")
+    sqlx::query!("INSERT INTO webhook_deliveries (event_id, attempt) SELECT max(id), 1 FROM alert_events")
         .execute(&db.pool)
         .await
         .unwrap();
@@ -230,7 +226,7 @@ async fn a_silenced_rule_still_changes_state_but_delivers_nothing() {
     assert!(!d[0].delivered && d[0].error.as_deref().unwrap().contains("silenced"));
 
     let audited: Vec<String> =
-        sqlx::query_scalar("SELECT action FROM audit_log WHERE target = 'new groups' AND actor = 'olga' ORDER BY id")
+        sqlx::query_scalar!("SELECT action FROM audit_log WHERE target = 'new groups' AND actor = 'olga' ORDER BY id")
             .fetch_all(&db.pool)
             .await
             .unwrap();
@@ -252,7 +248,7 @@ async fn a_failing_receiver_is_retried_with_backoff_until_it_answers_and_every_a
     new_failure_group(&db.pool).await;
     let cfg = cfg();
     let started = Instant::now();
-    while count(&db.pool, "SELECT count(*) FROM webhook_deliveries WHERE at IS NULL").await > 0
+    while count!(&db.pool, "SELECT count(*) FROM webhook_deliveries WHERE at IS NULL") > 0
         || started.elapsed() < Duration::from_millis(100)
     {
         assert!(started.elapsed() < Duration::from_secs(10), "deliveries never settled");
@@ -297,8 +293,7 @@ async fn two_evaluators_running_at_once_evaluate_each_rule_once_per_tick() {
     }
     let elapsed = started.elapsed();
 
-    let evals: i64 = sqlx::query_scalar("SELECT evals FROM alert_state WHERE rule_id = $1")
-        .bind(r.id)
+    let evals = sqlx::query_scalar!("SELECT evals FROM alert_state WHERE rule_id = $1", r.id)
         .fetch_one(&db.pool)
         .await
         .unwrap();
@@ -307,7 +302,7 @@ async fn two_evaluators_running_at_once_evaluate_each_rule_once_per_tick() {
     assert_eq!(transitions(&db.pool, r.id).await, [("ok".into(), "firing".into())]);
     assert_eq!(alerts::deliveries(&db.pool, r.id, 10).await.unwrap().len(), 1);
     assert_eq!(rx.count(), 1);
-    let heartbeats = count(&db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'alerts'").await;
+    let heartbeats = count!(&db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'alerts'");
     assert_eq!(heartbeats, 2);
     db.drop_db().await;
 }
@@ -344,8 +339,8 @@ async fn validation_rejects_each_bad_field_with_a_message_naming_it_and_stores_n
     let viewer = Principal { username: "vera".into(), role: Role::Viewer };
     let ok = rule("ok", "dlq_depth", "q", "1", "2", "0", "");
     assert!(matches!(alerts::create(&db.pool, &viewer, &ip(), &ok).await, Err(RuleError::Forbidden)));
-    assert_eq!(count(&db.pool, "SELECT count(*) FROM alert_rules").await, 0);
-    assert_eq!(count(&db.pool, "SELECT count(*) FROM audit_log").await, 0);
+    assert_eq!(count!(&db.pool, "SELECT count(*) FROM alert_rules"), 0);
+    assert_eq!(count!(&db.pool, "SELECT count(*) FROM audit_log"), 0);
     db.drop_db().await;
 }
 
@@ -373,16 +368,19 @@ async fn rule_changes_are_audited_with_the_webhook_host_only_and_names_are_uniqu
     assert!(matches!(alerts::delete(&db.pool, &op(), &ip(), a.id).await, Err(RuleError::NotFound)));
 
     let log: Vec<(String, String, Option<String>)> =
-        sqlx::query_as("SELECT action, detail::text, source_ip FROM audit_log ORDER BY id")
+        sqlx::query!(r#"SELECT action, detail::text AS "detail!", source_ip FROM audit_log ORDER BY id"#)
             .fetch_all(&db.pool)
             .await
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.action, r.detail, r.source_ip))
+            .collect();
     let actions: Vec<&str> = log.iter().map(|l| l.0.as_str()).collect();
     assert_eq!(actions, ["alert_rule.create", "alert_rule.create", "alert_rule.update", "alert_rule.delete"]);
     assert!(log.iter().all(|l| !l.1.contains("sekrit")), "the token never reaches the audit log");
     assert!(log[0].1.contains("hooks.example.com"));
     assert_eq!(log[0].2.as_deref(), Some("10.0.0.7"));
-    assert_eq!(count(&db.pool, "SELECT count(*) FROM alert_rules").await, 1);
+    assert_eq!(count!(&db.pool, "SELECT count(*) FROM alert_rules"), 1);
     db.drop_db().await;
 }
 
@@ -407,9 +405,9 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
     )
     .await
     .unwrap();
-    sqlx::query(
-        "INSERT INTO outbox (event_type, routing_key, payload, created_at)
-         VALUES ('order.created', 'orders.created', '\\x7b7d', now() - interval '10 minutes')",
+    sqlx::query!(
+        r#"INSERT INTO outbox (event_type, routing_key, payload, created_at)
+           VALUES ('order.created', 'orders.created', '\x7b7d', now() - interval '10 minutes')"#,
     )
     .execute(&db.pool)
     .await
@@ -421,7 +419,7 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
     assert!(value.unwrap() >= 600.0, "{value:?}");
     assert_eq!(rx.bodies()[0]["link"], "http://revenant.example/outbox?source=revenant&bucket=pending");
 
-    sqlx::query("UPDATE outbox SET status = 'published', published_at = now()").execute(&db.pool).await.unwrap();
+    sqlx::query!("UPDATE outbox SET status = 'published', published_at = now()").execute(&db.pool).await.unwrap();
     tick(&db.pool, &sources, &cfg()).await;
     assert_eq!(state(&db.pool, r.id).await, (AlertState::Resolved, None, Some(0.0)));
     assert_eq!(rx.count(), 2);
@@ -462,13 +460,16 @@ async fn send_test_posts_one_marked_request_with_an_absolute_link_and_audits_the
     assert_eq!((failed.delivered, failed.status, failed.error.as_deref()), (false, Some(500), Some("HTTP 500")));
     assert!(matches!(send_test(&db.pool, &http, &cfg(), &op(), None, none.id).await, Err(TestError::NoWebhook)));
     // Nothing queued for retry: a test is one request.
-    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM webhook_deliveries").fetch_one(&db.pool).await.unwrap();
+    let queued = count!(&db.pool, "SELECT count(*) FROM webhook_deliveries");
     assert_eq!(queued, 0);
     let audit: Vec<(String, String)> =
-        sqlx::query_as("SELECT target, outcome FROM audit_log WHERE action = 'alert.test' ORDER BY id")
+        sqlx::query!(r#"SELECT target AS "target!", outcome FROM audit_log WHERE action = 'alert.test' ORDER BY id"#)
             .fetch_all(&db.pool)
             .await
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.target, r.outcome))
+            .collect();
     assert_eq!(
         audit,
         [(format!("alert_rule:{}", a.id), "ok".to_string()), (format!("alert_rule:{}", b.id), "failed".to_string())]

@@ -126,7 +126,7 @@ async fn an_oversized_user_name_is_refused_before_any_query() {
     assert!(matches!(e, AuthError::TooLong), "{e:?}");
     let e = auth::login(&db.pool, "someone", &huge, "10.0.0.8", HOUR).await.unwrap_err();
     assert!(matches!(e, AuthError::TooLong), "{e:?}");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM login_failures").fetch_one(&db.pool).await.unwrap();
+    let rows = count!(&db.pool, "SELECT count(*) FROM login_failures");
     assert_eq!(rows, 0);
     db.drop_db().await;
 }
@@ -138,12 +138,12 @@ async fn purge_removes_old_attempts_and_expired_sessions_only() {
     let (live, _) = auth::login(&db.pool, "hal", "long enough pw", "10.0.0.9", HOUR).await.unwrap();
     let _ = auth::login(&db.pool, "hal", "wrong password", "10.0.0.10", HOUR).await;
     let _ = auth::login(&db.pool, "hal", "wrong password", "10.0.0.11", HOUR).await;
-    sqlx::query("UPDATE login_failures SET at = now() - interval '1 hour' WHERE source_ip = '10.0.0.10'")
+    sqlx::query!("UPDATE login_failures SET at = now() - interval '1 hour' WHERE source_ip = '10.0.0.10'")
         .execute(&db.pool)
         .await
         .unwrap();
     let (old, _) = auth::login(&db.pool, "hal", "long enough pw", "10.0.0.12", HOUR).await.unwrap();
-    sqlx::query("UPDATE sessions SET expires_at = now() - interval '1 minute' WHERE source_ip = '10.0.0.12'")
+    sqlx::query!("UPDATE sessions SET expires_at = now() - interval '1 minute' WHERE source_ip = '10.0.0.12'")
         .execute(&db.pool)
         .await
         .unwrap();

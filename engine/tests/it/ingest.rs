@@ -129,7 +129,7 @@ impl Running {
 }
 
 pub(crate) async fn count(pool: &PgPool, queue: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1").bind(queue).fetch_one(pool).await.unwrap()
+    count!(pool, "SELECT count(*) FROM dead_letters WHERE queue = $1", queue)
 }
 
 /// Waits until `n` dead letters from `queue` are stored.
@@ -325,7 +325,7 @@ async fn a_redelivery_after_a_crash_between_commit_and_ack_yields_exactly_one_ro
 #[tokio::test]
 async fn nothing_is_acked_when_the_database_refuses_the_insert() {
     let broken = fresh_db().await;
-    sqlx::query("DROP TABLE dead_letters CASCADE").execute(&broken.pool).await.unwrap();
+    sqlx::query!("DROP TABLE dead_letters CASCADE").execute(&broken.pool).await.unwrap();
     let t = Topology::new(&[]).await;
     t.publish(&t.dlq, b"precious", BasicProperties::default().with_message_id("keep-me".into())).await;
 
@@ -491,7 +491,7 @@ async fn the_depth_sampler_records_ready_messages_consumers_and_unacked() {
     let since = chrono::Utc::now() - chrono::Duration::minutes(1);
     let series = depth::series(&db.pool, &t.dlq, since).await.unwrap();
     assert!(series.len() >= 2 && series.windows(2).all(|w| w[0].at <= w[1].at));
-    sqlx::query("UPDATE queue_samples SET at = now() - interval '8 days'").execute(&db.pool).await.unwrap();
+    sqlx::query!("UPDATE queue_samples SET at = now() - interval '8 days'").execute(&db.pool).await.unwrap();
     assert_eq!(depth::prune(&db.pool).await.unwrap(), series.len() as u64);
     assert!(depth::latest(&db.pool).await.unwrap().is_empty());
     drop(held);

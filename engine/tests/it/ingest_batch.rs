@@ -58,19 +58,17 @@ async fn a_burst_of_a_thousand_is_stored_exactly_once_in_four_batches_and_the_qu
     assert_eq!(stats.batches, 4, "batches of 250 fill; none waited for its linger");
     // Stopping closed the connection, which would have requeued anything left unacked.
     assert_eq!(t.ready(&t.dlq).await, 0);
-    let distinct: i64 =
-        sqlx::query_scalar("SELECT count(DISTINCT message_id) FROM dead_letters").fetch_one(&db.pool).await.unwrap();
+    let distinct: i64 = count!(&db.pool, "SELECT count(DISTINCT message_id) FROM dead_letters");
     assert_eq!((count(&db.pool, &t.dlq).await, distinct), (1000, 1000));
     // Ids follow the queue's order inside each batch too.
-    let ids: Vec<String> =
-        sqlx::query_scalar("SELECT message_id FROM dead_letters ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    let ids: Vec<String> = sqlx::query_scalar!(r#"SELECT message_id AS "m!" FROM dead_letters ORDER BY id"#)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
     assert!(ids.iter().enumerate().all(|(i, m)| *m == format!("burst-{i}")));
     let groups = store::groups(&db.pool, &GroupFilter::default(), 10).await.unwrap();
     assert_eq!(groups.iter().map(|g| g.count).collect::<Vec<_>>(), [1000]);
-    let unlinked: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE group_id IS NULL")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let unlinked = count!(&db.pool, "SELECT count(*) FROM dead_letters WHERE group_id IS NULL");
     assert_eq!(unlinked, 0);
     t.delete().await;
     db.drop_db().await;
@@ -117,7 +115,7 @@ async fn duplicates_inside_one_batch_and_across_batches_give_one_row_and_exact_g
 async fn a_batch_holding_a_delivery_the_store_refuses_still_stores_and_acks_the_others() {
     let db = fresh_db().await;
     // A real refusal from PostgreSQL (a check violation) for one message id only.
-    sqlx::query("ALTER TABLE dead_letters ADD CONSTRAINT refuses_poison CHECK (message_id <> 'poison')")
+    sqlx::query!("ALTER TABLE dead_letters ADD CONSTRAINT refuses_poison CHECK (message_id <> 'poison')")
         .execute(&db.pool)
         .await
         .unwrap();
@@ -137,7 +135,7 @@ async fn a_batch_holding_a_delivery_the_store_refuses_still_stores_and_acks_the_
     assert_eq!(t.ready(&t.dlq).await, 1, "the nine are acked; the refused one is still in the queue");
 
     // Once the store accepts it, it is stored like any other.
-    sqlx::query("ALTER TABLE dead_letters DROP CONSTRAINT refuses_poison").execute(&db.pool).await.unwrap();
+    sqlx::query!("ALTER TABLE dead_letters DROP CONSTRAINT refuses_poison").execute(&db.pool).await.unwrap();
     let ing =
         start_ingest_with(&db.pool, IngestSettings { linger: Duration::from_millis(5), ..settings(&t.dlq, 10, 5) });
     wait_for_rows(&db.pool, &t.dlq, 10).await;

@@ -71,10 +71,13 @@ async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_mes
     .await;
 
     let audit: Vec<(String, i64)> =
-        sqlx::query_as("SELECT action, item_count FROM audit_log WHERE action LIKE 'dlq.%' ORDER BY id")
+        sqlx::query!("SELECT action, item_count FROM audit_log WHERE action LIKE 'dlq.%' ORDER BY id")
             .fetch_all(&db.pool)
             .await
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.action, r.item_count))
+            .collect();
     assert_eq!(
         audit,
         vec![("dlq.watch".into(), 1), ("dlq.unwatch".into(), 1), ("dlq.watch".into(), 1)],

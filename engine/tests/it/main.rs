@@ -1,6 +1,14 @@
 //! Engine integration tests against the real PostgreSQL and RabbitMQ on this machine:
 //! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
 
+/// A compile-checked `SELECT count(*) …` polled as one number (sqlx types `count(*)` as
+/// nullable; no row count means 0).
+macro_rules! count {
+    ($pool:expr, $sql:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_scalar!($sql $(, $arg)*).fetch_one($pool).await.unwrap().unwrap_or(0)
+    };
+}
+
 mod alerts;
 mod auth;
 mod demo;

@@ -124,6 +124,7 @@ impl Topology {
 async fn wait_for(pool: &PgPool, sql: &'static str, want: i64) {
     let mut last = -1;
     for _ in 0..600 {
+        // Runtime-checked: polls whichever count query the test passes.
         last = sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap();
         if last == want {
             return;
@@ -169,19 +170,21 @@ async fn a_published_message_carries_the_event_id_headers_and_content_type_and_i
     assert!(matches!(h.get("nested"), Some(AMQPValue::FieldTable(_))));
     assert!(matches!(h.get("list"), Some(AMQPValue::FieldArray(_))));
 
-    let (attempts, leased): (i32, bool) =
-        sqlx::query_as("SELECT attempts, lease_owner IS NOT NULL FROM outbox WHERE event_id = $1")
-            .bind(event_id)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!((attempts, leased), (1, false));
+    let row = sqlx::query!(
+        r#"SELECT attempts, lease_owner IS NOT NULL AS "leased!" FROM outbox WHERE event_id = $1"#,
+        event_id
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((row.attempts, row.leased), (1, false));
     assert_eq!(stats.published.load(Relaxed), 1);
     assert_eq!(stats.confirm_latency().count, 1);
-    let window: Option<String> = sqlx::query_scalar("SELECT detail->>'window' FROM heartbeats WHERE role = 'relay'")
+    let window = sqlx::query_scalar!("SELECT detail->>'window' FROM heartbeats WHERE role = 'relay'")
         .fetch_optional(&db.pool)
         .await
-        .unwrap();
+        .unwrap()
+        .flatten();
     assert_eq!(window.as_deref(), Some("16"), "the relay reports its window in its heartbeat");
     t.delete().await;
     db.drop_db().await;
@@ -196,17 +199,16 @@ async fn an_unroutable_row_is_never_marked_published_and_fails_with_the_brokers_
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status <> 'pending'", 1).await;
     let stats = relay.stop().await;
 
-    let (status, attempts, err, published_at): (String, i32, Option<String>, Option<chrono::DateTime<chrono::Utc>>) =
-        sqlx::query_as("SELECT status, attempts, last_error, published_at FROM outbox WHERE event_id = $1")
-            .bind(event_id)
+    let row =
+        sqlx::query!("SELECT status, attempts, last_error, published_at FROM outbox WHERE event_id = $1", event_id)
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    assert_eq!(status, "failed");
-    assert_eq!(attempts, 3, "max_attempts");
-    let err = err.unwrap_or_default();
+    assert_eq!(row.status, "failed");
+    assert_eq!(row.attempts, 3, "max_attempts");
+    let err = row.last_error.unwrap_or_default();
     assert!(err.contains("NO_ROUTE") && err.contains("312"), "{err}");
-    assert!(published_at.is_none());
+    assert!(row.published_at.is_none());
     assert_eq!(stats.returned.load(Relaxed), 3);
     assert_eq!(stats.failed_final.load(Relaxed), 1);
     assert_eq!(stats.published.load(Relaxed), 0);
@@ -220,12 +222,14 @@ async fn one_bad_row_does_not_block_the_rows_behind_it() {
     let t = topology(Some("k")).await;
     // Written by a service that bypassed `enqueue`: headers that no AMQP table can carry.
     for headers in [r#"["not", "an object"]"#, r#"{"big": 18446744073709551615}"#] {
-        sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload, headers) VALUES ('Bad', $1, 'k', '\\x00', $2::jsonb)")
-            .bind(&t.exchange)
-            .bind(headers)
-            .execute(&db.pool)
-            .await
-            .unwrap();
+        sqlx::query!(
+            r#"INSERT INTO outbox (event_type, exchange, routing_key, payload, headers) VALUES ('Bad', $1, 'k', '\x00', $2::text::jsonb)"#,
+            &t.exchange,
+            headers
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
     }
     for i in 0..5 {
         enqueue(&db.pool, NewEvent::new("Good", &t.exchange, "k", format!("{{\"i\":{i}}}"))).await;
@@ -241,10 +245,11 @@ async fn one_bad_row_does_not_block_the_rows_behind_it() {
     .await;
     let stats = relay.stop().await;
 
-    let errors: Vec<String> = sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_type = 'Bad' ORDER BY id")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let errors: Vec<String> =
+        sqlx::query_scalar!(r#"SELECT last_error AS "e!" FROM outbox WHERE event_type = 'Bad' ORDER BY id"#)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
     assert_eq!(errors[0], "bad row: headers must be a JSON object, not an array");
     assert!(errors[1].contains("headers.big") && errors[1].contains("64-bit"), "{}", errors[1]);
     assert_eq!(t.drain().await.len(), 5);
@@ -266,8 +271,7 @@ async fn a_missing_exchange_fails_its_row_without_stalling_the_others() {
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 20).await;
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'", 1).await;
     relay.stop().await;
-    let err: Option<String> = sqlx::query_scalar("SELECT last_error FROM outbox WHERE event_id = $1")
-        .bind(lost)
+    let err = sqlx::query_scalar!("SELECT last_error FROM outbox WHERE event_id = $1", lost)
         .fetch_one(&db.pool)
         .await
         .unwrap();
@@ -281,11 +285,7 @@ async fn a_missing_exchange_fails_its_row_without_stalling_the_others() {
 async fn two_relays_over_2000_rows_publish_every_event_exactly_once() {
     let db = fresh_db().await;
     let t = topology(Some("bulk")).await;
-    sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload) SELECT 'Bulk', $1, 'bulk', convert_to(g::text, 'UTF8') FROM generate_series(1, 2000) g")
-        .bind(&t.exchange)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    bulk(&db.pool, &t.exchange, "bulk", 2000).await;
     let c = RelaySettings { window: 32, batch: 100, ..cfg() };
     let (a, b) = (start(&db.pool, c.clone()), start(&db.pool, c));
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2000).await;
@@ -319,30 +319,29 @@ async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_re
         ids.push(enqueue(&db.pool, NewEvent::new("E", &t.exchange, "k", b"{}".to_vec())).await);
     }
     let crashed = Uuid::new_v4();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE outbox SET lease_owner = $1, lease_expires_at = now() - interval '1 second' WHERE event_id = ANY($2)",
+        crashed,
+        &ids[..2]
     )
-    .bind(crashed)
-    .bind(&ids[..2])
     .execute(&db.pool)
     .await
     .unwrap();
-    sqlx::query("UPDATE outbox SET lease_owner = $1, lease_expires_at = now() + interval '1 hour' WHERE event_id = $2")
-        .bind(Uuid::new_v4())
-        .bind(ids[2])
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    sqlx::query!(
+        "UPDATE outbox SET lease_owner = $1, lease_expires_at = now() + interval '1 hour' WHERE event_id = $2",
+        Uuid::new_v4(),
+        ids[2]
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
     let relay = start(&db.pool, cfg());
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2).await;
     // Give the relay time to (wrongly) take the live lease too.
     tokio::time::sleep(Duration::from_millis(500)).await;
     relay.stop().await;
-    let status: String = sqlx::query_scalar("SELECT status FROM outbox WHERE event_id = $1")
-        .bind(ids[2])
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let status =
+        sqlx::query_scalar!("SELECT status FROM outbox WHERE event_id = $1", ids[2]).fetch_one(&db.pool).await.unwrap();
     assert_eq!(status, "pending", "a row under another relay's live lease is left alone");
     let got: HashSet<String> =
         t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
@@ -355,19 +354,17 @@ async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_re
 async fn shutdown_waits_for_confirms_in_flight_and_releases_the_unsent_leases() {
     let db = fresh_db().await;
     let t = topology(Some("k")).await;
-    sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload) SELECT 'S', $1, 'k', '\\x00' FROM generate_series(1, 2000)")
-        .bind(&t.exchange)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    bulk(&db.pool, &t.exchange, "k", 2000).await;
     // One claim leases every row and only 4 go out at a time, so most are unsent at the stop.
     let relay = start(&db.pool, RelaySettings { window: 4, batch: 2000, ..cfg() });
     wait_for(&db.pool, "SELECT least(count(*), 5) FROM outbox WHERE status = 'published'", 5).await;
     relay.stop().await;
 
-    let published: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'published'").fetch_one(&db.pool).await.unwrap();
-    let leased: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE lease_owner IS NOT NULL")
+    let published: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM outbox WHERE status = 'published'"#)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let leased = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM outbox WHERE lease_owner IS NOT NULL"#)
         .fetch_one(&db.pool)
         .await
         .unwrap();
@@ -414,7 +411,7 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
     let relay = start(&db.pool, cfg());
     wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1).await;
     let instance: Uuid =
-        sqlx::query_scalar("SELECT instance FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
+        sqlx::query_scalar!("SELECT instance FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
     // The management API lists a new connection a moment after it opens.
     let mut killed = 0;
     for _ in 0..100 {
@@ -436,13 +433,16 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
 }
 
 async fn bulk(pool: &PgPool, exchange: &str, routing_key: &str, n: i64) {
-    sqlx::query("INSERT INTO outbox (event_type, exchange, routing_key, payload) SELECT 'Bulk', $1, $2, convert_to(g::text, 'UTF8') FROM generate_series(1, $3) g")
-        .bind(exchange)
-        .bind(routing_key)
-        .bind(n)
-        .execute(pool)
-        .await
-        .unwrap();
+    sqlx::query!(
+        "INSERT INTO outbox (event_type, exchange, routing_key, payload)
+         SELECT 'Bulk', $1, $2, convert_to(g::text, 'UTF8') FROM generate_series(1, $3::bigint) g",
+        exchange,
+        routing_key,
+        n
+    )
+    .execute(pool)
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -503,7 +503,7 @@ async fn the_heartbeat_reports_the_crash_duplicate_bound() {
     let relay = start(&db.pool, RelaySettings { window: 16, mark_batch: 32, ..cfg() });
     wait_for(&db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'relay'", 1).await;
     let detail: serde_json::Value =
-        sqlx::query_scalar("SELECT detail FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
+        sqlx::query_scalar!("SELECT detail FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
     assert_eq!(detail["duplicate_bound"], 47, "window 16 + mark_batch 32 - 1: {detail}");
     assert_eq!(detail["mark_batch"], 32);
     relay.stop().await;

@@ -43,6 +43,7 @@ async fn service_table(pool: &PgPool) {
 }
 
 async fn insert_rows(pool: &PgPool, routing_key: &str, n: i64) -> Vec<String> {
+    // Runtime-checked: the service's own table, made by this test.
     sqlx::query_scalar(
         "INSERT INTO outbox_events (evento_id, tipo, routing_key, payload)
          SELECT 'ev-' || md5(random()::text || g), 'pedido.creado', $1, '{\"pedido\":' || g || '}'
@@ -139,6 +140,7 @@ impl Running {
 }
 
 async fn scalar(pool: &PgPool, sql: &'static str) -> i64 {
+    // Runtime-checked: polls the test-made service table with each caller's count query.
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
@@ -263,12 +265,12 @@ async fn two_relays_on_one_table_publish_each_row_once_and_the_standby_takes_ove
 
 /// Columns, indexes and triggers of `revenant.outbox`, to compare two databases.
 async fn outbox_shape(pool: &PgPool) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT 'column ' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
-           FROM information_schema.columns WHERE table_schema = 'revenant' AND table_name = 'outbox'
-         UNION ALL SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'revenant' AND tablename = 'outbox'
-         UNION ALL SELECT 'trigger ' || tgname FROM pg_trigger WHERE tgrelid = 'revenant.outbox'::regclass AND NOT tgisinternal
-         ORDER BY 1",
+    sqlx::query_scalar!(
+        r#"SELECT 'column ' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS "line!"
+             FROM information_schema.columns WHERE table_schema = 'revenant' AND table_name = 'outbox'
+           UNION ALL SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'revenant' AND tablename = 'outbox'
+           UNION ALL SELECT 'trigger ' || tgname FROM pg_trigger WHERE tgrelid = 'revenant.outbox'::regclass AND NOT tgisinternal
+           ORDER BY 1"#,
     )
     .fetch_all(pool)
     .await
@@ -366,7 +368,7 @@ async fn a_mapped_relay_reconnects_after_the_broker_drops_its_connection_and_kee
     let mut ids = insert_rows(&s.service.pool, &s.queue, 50).await;
     let relay = start(&s.own.pool, &s.source);
     wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 50).await;
-    let instance: uuid::Uuid = sqlx::query_scalar("SELECT instance FROM heartbeats WHERE role = 'relay'")
+    let instance = sqlx::query_scalar!("SELECT instance FROM heartbeats WHERE role = 'relay'")
         .fetch_one(&s.own.pool)
         .await
         .unwrap();

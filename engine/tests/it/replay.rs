@@ -133,17 +133,17 @@ impl Env {
     /// `n` dead letters written straight into the store (message ids `m-1` … `m-n`), for
     /// plans too large to dead-letter one by one through the broker. Their ids, oldest first.
     pub async fn stored_dead_letters(&self, n: i64) -> Vec<i64> {
-        sqlx::query_scalar(
-            "INSERT INTO dead_letters (queue, natural_key, message_id, body, body_size, exchange, routing_key,
-                                       reason, original_queue, original_exchange, original_routing_keys,
-                                       fingerprint, delivery_mode)
-             SELECT $1, 'test-' || g, 'm-' || g, convert_to('{\"n\":' || g || '}', 'UTF8'), 8, '', $1,
-                    'rejected', $2, '', ARRAY[$2], 'test', 2
-             FROM generate_series(1, $3) g ORDER BY g RETURNING id",
+        sqlx::query_scalar!(
+            r#"INSERT INTO dead_letters (queue, natural_key, message_id, body, body_size, exchange, routing_key,
+                                         reason, original_queue, original_exchange, original_routing_keys,
+                                         fingerprint, delivery_mode)
+               SELECT $1, 'test-' || g, 'm-' || g, convert_to('{"n":' || g || '}', 'UTF8'), 8, '', $1,
+                      'rejected', $2, '', ARRAY[$2], 'test', 2
+               FROM generate_series(1, $3::bigint) g ORDER BY g RETURNING id"#,
+            &self.dlq,
+            &self.work,
+            n
         )
-        .bind(&self.dlq)
-        .bind(&self.work)
-        .bind(n)
         .fetch_all(self.pool())
         .await
         .unwrap()
@@ -168,8 +168,10 @@ impl Env {
 
     /// `n` real dead letters: published to the work queue, rejected, ingested. Their ids, oldest first.
     pub async fn dead_letters(&self, n: usize, make: impl Fn(usize) -> (Vec<u8>, BasicProperties)) -> Vec<i64> {
-        let before: i64 =
-            sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM dead_letters").fetch_one(self.pool()).await.unwrap();
+        let before: i64 = sqlx::query_scalar!(r#"SELECT coalesce(max(id), 0) AS "id!" FROM dead_letters"#)
+            .fetch_one(self.pool())
+            .await
+            .unwrap();
         for i in 0..n {
             let (body, props) = make(i);
             self.publish(&self.work, &body, props).await;
@@ -199,8 +201,7 @@ impl Env {
 pub async fn wait_for_new(pool: &PgPool, after: i64, n: usize) -> Vec<i64> {
     let mut ids = Vec::new();
     for _ in 0..300 {
-        ids = sqlx::query_scalar("SELECT id FROM dead_letters WHERE id > $1 ORDER BY id")
-            .bind(after)
+        ids = sqlx::query_scalar!("SELECT id FROM dead_letters WHERE id > $1 ORDER BY id", after)
             .fetch_all(pool)
             .await
             .unwrap();
@@ -300,8 +301,7 @@ pub async fn wait_plan(pool: &PgPool, id: i64, what: &str, ok: impl Fn(&Plan) ->
 }
 
 pub async fn statuses(pool: &PgPool, ids: &[i64]) -> Vec<String> {
-    sqlx::query_scalar("SELECT status FROM dead_letters WHERE id = ANY($1) ORDER BY id")
-        .bind(ids)
+    sqlx::query_scalar!("SELECT status FROM dead_letters WHERE id = ANY($1) ORDER BY id", ids)
         .fetch_all(pool)
         .await
         .unwrap()

@@ -28,14 +28,15 @@ fn original_headers() -> FieldTable {
 }
 
 async fn edit_entries(pool: &PgPool, id: i64) -> (i64, i64) {
-    sqlx::query_as(
-        "SELECT count(*), coalesce(sum(item_count), 0)::bigint FROM audit_log
-         WHERE action = 'dead_letter.edit' AND target = $1",
+    let r = sqlx::query!(
+        r#"SELECT count(*) AS "entries!", coalesce(sum(item_count), 0)::bigint AS "items!" FROM audit_log
+           WHERE action = 'dead_letter.edit' AND target = $1"#,
+        format!("dead letter #{id}")
     )
-    .bind(format!("dead letter #{id}"))
     .fetch_one(pool)
     .await
-    .unwrap()
+    .unwrap();
+    (r.entries, r.items)
 }
 
 #[tokio::test]
@@ -97,13 +98,13 @@ async fn an_edited_dead_letter_replays_with_the_edited_body_and_headers_and_the_
 }
 
 async fn seed_one(pool: &PgPool, status: &str) -> i64 {
-    sqlx::query_scalar(
-        "INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint,
-            headers, status)
-         VALUES ('q.dlq', md5(random()::text), '\\x7b7d', 2, 'dlx', 'k', 'rejected', 'fp',
-            '{\"a\": {\"t\": \"i32\", \"v\": 1}}', $1) RETURNING id",
+    sqlx::query_scalar!(
+        r#"INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint,
+              headers, status)
+           VALUES ('q.dlq', md5(random()::text), '\x7b7d', 2, 'dlx', 'k', 'rejected', 'fp',
+              '{"a": {"t": "i32", "v": 1}}', $1) RETURNING id"#,
+        status
     )
-    .bind(status)
     .fetch_one(pool)
     .await
     .unwrap()

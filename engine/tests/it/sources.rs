@@ -27,28 +27,31 @@ fn op() -> Principal {
 }
 
 async fn seed(pool: &PgPool, n: i64, event_type: &str, status: &str, age_mins: i64) {
-    sqlx::query(
-        "INSERT INTO outbox (event_type, routing_key, payload, status, created_at, last_error)
-         SELECT $1, 'orders.' || $1, convert_to('{\"order\":' || g || '}', 'UTF8'), $2,
-                now() - make_interval(mins => $3) + g * interval '1 ms',
-                CASE WHEN $2 = 'failed' THEN 'NO_ROUTE: no queue bound' END
-         FROM generate_series(1, $4) g",
+    sqlx::query!(
+        r#"INSERT INTO outbox (event_type, routing_key, payload, status, created_at, last_error)
+           SELECT $1, 'orders.' || $1, convert_to('{"order":' || g || '}', 'UTF8'), $2,
+                  now() - make_interval(mins => $3) + g * interval '1 ms',
+                  CASE WHEN $2 = 'failed' THEN 'NO_ROUTE: no queue bound' END
+           FROM generate_series(1, $4::bigint) g"#,
+        event_type,
+        status,
+        age_mins as i32,
+        n
     )
-    .bind(event_type)
-    .bind(status)
-    .bind(age_mins as i32)
-    .bind(n)
     .execute(pool)
     .await
     .unwrap();
 }
 
 async fn audit_count(pool: &PgPool, action: &str) -> (i64, i64) {
-    sqlx::query_as("SELECT count(*), coalesce(sum(item_count), 0)::bigint FROM audit_log WHERE action = $1")
-        .bind(action)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    let r = sqlx::query!(
+        r#"SELECT count(*) AS "entries!", coalesce(sum(item_count), 0)::bigint AS "items!" FROM audit_log WHERE action = $1"#,
+        action
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (r.entries, r.items)
 }
 
 #[tokio::test]
@@ -120,18 +123,20 @@ async fn retrying_picked_rows_resets_them_and_is_audited_once() {
     let db = engine::testing::fresh_db().await;
     seed(&db.pool, 3, "order.paid", "failed", 5).await;
     let src = native(&db.pool);
-    let ids: Vec<String> =
-        sqlx::query_scalar("SELECT id::text FROM outbox ORDER BY id LIMIT 2").fetch_all(&db.pool).await.unwrap();
+    let ids: Vec<String> = sqlx::query_scalar!(r#"SELECT id::text AS "id!" FROM outbox ORDER BY id LIMIT 2"#)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
     let p = op();
     let n =
         actions::act_on_ids(&db.pool, &src, Action::Retry, &ids, None, &Actor { principal: &p, ip: Some("10.1.1.1") })
             .await
             .unwrap();
     assert_eq!(n, 2);
-    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts = 0 AND last_error IS NULL AND next_attempt_at <= now()")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let pending = count!(
+        &db.pool,
+        "SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts = 0 AND last_error IS NULL AND next_attempt_at <= now()"
+    );
     assert_eq!(pending, 2);
     assert_eq!(audit_count(&db.pool, "outbox.retry").await, (1, 2));
     db.drop_db().await;
@@ -142,7 +147,8 @@ async fn archiving_without_a_reason_is_refused_and_changes_nothing() {
     let db = engine::testing::fresh_db().await;
     seed(&db.pool, 1, "order.paid", "pending", 5).await;
     let src = native(&db.pool);
-    let ids: Vec<String> = sqlx::query_scalar("SELECT id::text FROM outbox").fetch_all(&db.pool).await.unwrap();
+    let ids: Vec<String> =
+        sqlx::query_scalar!(r#"SELECT id::text AS "id!" FROM outbox"#).fetch_all(&db.pool).await.unwrap();
     let p = op();
     let err =
         actions::act_on_ids(&db.pool, &src, Action::Archive, &ids, Some("  "), &Actor { principal: &p, ip: None })
@@ -150,8 +156,7 @@ async fn archiving_without_a_reason_is_refused_and_changes_nothing() {
             .unwrap_err();
     assert!(matches!(err, ActionError::Invalid(_)));
     assert_eq!(audit_count(&db.pool, "outbox.archive").await.0, 0);
-    let archived: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'archived'").fetch_one(&db.pool).await.unwrap();
+    let archived: i64 = count!(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'archived'");
     assert_eq!(archived, 0);
     db.drop_db().await;
 }
@@ -172,8 +177,7 @@ async fn a_bulk_action_acts_on_the_frozen_set_only_and_only_once() {
     let actor = Actor { principal: &p, ip: Some("10.0.0.9") };
     let n = actions::execute(&db.pool, &all, frozen.selection_id, &actor).await.unwrap();
     assert_eq!(n, 40);
-    let left: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'failed'").fetch_one(&db.pool).await.unwrap();
+    let left: i64 = count!(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'");
     assert_eq!(left, 8, "7 of another type and the late row stay failed");
     let again = actions::execute(&db.pool, &all, frozen.selection_id, &actor).await.unwrap_err();
     assert!(matches!(again, ActionError::SelectionGone));
@@ -203,6 +207,7 @@ fn seed_mapping(table: &str) -> MappedOutbox {
 }
 
 async fn legacy_table(pool: &PgPool) {
+    // Runtime-checked: a service's own table, made by this test (not in Revenant's migrations).
     sqlx::query(
         "CREATE TABLE public.outbox_events (id bigserial PRIMARY KEY, evento_id uuid NOT NULL DEFAULT gen_random_uuid(),
          tipo text NOT NULL, clave text NOT NULL, carga jsonb NOT NULL, creado timestamp NOT NULL DEFAULT now(),
@@ -211,6 +216,7 @@ async fn legacy_table(pool: &PgPool) {
     .execute(pool)
     .await
     .unwrap();
+    // Runtime-checked: the test-made table above.
     sqlx::query(
         "INSERT INTO public.outbox_events (tipo, clave, carga, creado, publicado, intentos, error)
          VALUES ('pedido.creado', 'pedidos', '{\"n\":1}', now() - interval '2 hours', false, 5, 'timeout'),
@@ -256,6 +262,7 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
     .await
     .unwrap();
     assert_eq!(n, 1);
+    // Runtime-checked: the test-made service table.
     let (att, err): (i32, Option<String>) =
         sqlx::query_as("SELECT intentos, error FROM public.outbox_events WHERE id = $1::bigint")
             .bind(rows[0].id.parse::<i64>().unwrap())

@@ -328,7 +328,7 @@ async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchang
     let v = Vhost::new().await;
     v.queue("payments", true, &[]).await;
     v.until(&[], &[], "payments", |q| verdict(q, DEAD_LETTER_EXCHANGE).is_some()).await;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO alert_rules (name, kind, warn_threshold, crit_threshold, recover_threshold, created_by)
          VALUES ('critical queues', 'topology_critical', 1, 1, 0, 'test')",
     )
@@ -348,7 +348,7 @@ async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchang
     alerts::evaluator::evaluate_due(&db.pool, &[], &cfg).await.unwrap();
     assert_eq!(state(db.pool.clone()).await.as_deref(), Some("ok"));
     // Critical without a dead-letter exchange: it fires.
-    sqlx::query("UPDATE alert_rules SET next_eval_at = now()").execute(&db.pool).await.unwrap();
+    sqlx::query!("UPDATE alert_rules SET next_eval_at = now()").execute(&db.pool).await.unwrap();
     let cfg = AlertSettings { topology: Some(probe("payments")), ..Default::default() };
     alerts::evaluator::evaluate_due(&db.pool, &[], &cfg).await.unwrap();
     assert_eq!(state(db.pool.clone()).await.as_deref(), Some("firing"));
@@ -411,10 +411,7 @@ async fn ingest_auto_watches_every_dead_letter_target_of_the_vhost() {
     let run = tokio::spawn(ingest::run(db.pool.clone(), url, cfg, Some(discovery), stats, stop.clone()));
     let deadline = Instant::now() + Duration::from_secs(30);
     let stored = loop {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = 'auto.work.dlq'")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+        let n = count!(&db.pool, "SELECT count(*) FROM dead_letters WHERE queue = 'auto.work.dlq'");
         if n == 1 || Instant::now() > deadline {
             break n;
         }

@@ -8,14 +8,14 @@ use engine::triage::{self, TriageError};
 use sqlx::PgPool;
 
 async fn seed(pool: &PgPool, n: i64, queue: &str, error_type: &str) {
-    sqlx::query(
-        "INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint, error_type)
-         SELECT $1, md5(random()::text || g), convert_to('{\"n\":' || g || '}', 'UTF8'), 8, 'dlx', 'k', 'rejected', 'fp', $2
-         FROM generate_series(1, $3) g",
+    sqlx::query!(
+        r#"INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint, error_type)
+           SELECT $1, md5(random()::text || g), convert_to('{"n":' || g || '}', 'UTF8'), 8, 'dlx', 'k', 'rejected', 'fp', $2
+           FROM generate_series(1, $3::bigint) g"#,
+        queue,
+        error_type,
+        n
     )
-    .bind(queue)
-    .bind(error_type)
-    .bind(n)
     .execute(pool)
     .await
     .unwrap();
@@ -26,14 +26,17 @@ fn op() -> Principal {
 }
 
 async fn archived(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE status = 'archived'").fetch_one(pool).await.unwrap()
+    sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM dead_letters WHERE status = 'archived'"#)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn archiving_picked_messages_needs_a_reason_and_is_audited_once() {
     let db = engine::testing::fresh_db().await;
     seed(&db.pool, 3, "orders.dlq", "KeyError").await;
-    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM dead_letters").fetch_all(&db.pool).await.unwrap();
+    let ids = ids_where(&db.pool, "true").await;
     let p = op();
     let actor = Actor { principal: &p, ip: Some("10.0.0.7") };
     let err = triage::archive_ids(&db.pool, &ids, " ", &actor).await.unwrap_err();
@@ -42,12 +45,7 @@ async fn archiving_picked_messages_needs_a_reason_and_is_audited_once() {
     let n = triage::archive_ids(&db.pool, &ids[..2], "poison, will fail again", &actor).await.unwrap();
     assert_eq!(n, 2);
     assert_eq!(archived(&db.pool).await, 2);
-    let (entries, items): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), coalesce(sum(item_count), 0)::bigint FROM audit_log WHERE action = 'dead_letter.archive'",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let (entries, items) = audit_sum(&db.pool, "dead_letter.archive").await;
     assert_eq!((entries, items), (1, 2));
     db.drop_db().await;
 }
@@ -71,14 +69,18 @@ async fn a_bulk_archive_touches_only_the_frozen_set() {
 }
 
 async fn audit_sum(pool: &PgPool, action: &str) -> (i64, i64) {
-    sqlx::query_as("SELECT count(*), coalesce(sum(item_count), 0)::bigint FROM audit_log WHERE action = $1")
-        .bind(action)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    let r = sqlx::query!(
+        r#"SELECT count(*) AS "entries!", coalesce(sum(item_count), 0)::bigint AS "items!" FROM audit_log WHERE action = $1"#,
+        action
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (r.entries, r.items)
 }
 
 async fn ids_where(pool: &PgPool, cond: &str) -> Vec<i64> {
+    // Runtime-checked: the condition is each assertion's own.
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT id FROM dead_letters WHERE {cond} ORDER BY id")))
         .fetch_all(pool)
         .await
@@ -111,7 +113,7 @@ async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_ma
     seed(&db.pool, 3, "billing.dlq", "old-archived").await;
     seed(&db.pool, 2, "orders.dlq", "new-archived").await;
     seed(&db.pool, 4, "orders.dlq", "old-awaiting").await;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE dead_letters SET status = CASE WHEN error_type LIKE '%archived' THEN 'archived' ELSE 'awaiting' END,
             ingested_at = CASE WHEN error_type LIKE 'old%' THEN now() - interval '40 days' ELSE now() - interval '2 days' END",
     )
@@ -121,26 +123,28 @@ async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_ma
     let doomed = ids_where(&db.pool, "error_type = 'old-archived' AND queue = 'orders.dlq'").await;
     let survivor = ids_where(&db.pool, "error_type = 'old-awaiting'").await[0];
     // What points at a purged message: a replay item, an edit, a later dead letter's lineage.
-    let plan: i64 = sqlx::query_scalar(
+    let plan = sqlx::query_scalar!(
         "INSERT INTO replay_plans (created_by, source, target_mode) VALUES ('t', '{}', 'original') RETURNING id",
     )
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    sqlx::query("INSERT INTO replay_items (plan_id, dead_letter_id, seq, exchange, routing_key, status) VALUES ($1, $2, 1, 'x', 'k', 'sent')")
-        .bind(plan)
-        .bind(doomed[0])
-        .execute(&db.pool)
+    sqlx::query!(
+        "INSERT INTO replay_items (plan_id, dead_letter_id, seq, exchange, routing_key, status) VALUES ($1, $2, 1, 'x', 'k', 'sent')",
+        plan,
+        doomed[0]
+    )
+    .execute(&db.pool)
         .await
         .unwrap();
-    sqlx::query("INSERT INTO dead_letter_edits (dead_letter_id, body, edited_by) VALUES ($1, '\\x00', 't')")
-        .bind(doomed[1])
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query("UPDATE dead_letters SET replay_of = $1 WHERE id = $2")
-        .bind(doomed[0])
-        .bind(survivor)
+    sqlx::query!(
+        r#"INSERT INTO dead_letter_edits (dead_letter_id, body, edited_by) VALUES ($1, '\x00', 't')"#,
+        doomed[1]
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query!("UPDATE dead_letters SET replay_of = $1 WHERE id = $2", doomed[0], survivor)
         .execute(&db.pool)
         .await
         .unwrap();
@@ -153,8 +157,7 @@ async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_ma
     assert!(matches!(triage::purge_archived(&db.pool, 0, &f, &actor).await, Err(TriageError::Invalid(_))));
     assert_eq!(triage::purge_archived(&db.pool, 30, &f, &actor).await.unwrap(), 5);
 
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE id = ANY($1)")
-        .bind(&doomed)
+    let left = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM dead_letters WHERE id = ANY($1)"#, &doomed)
         .fetch_one(&db.pool)
         .await
         .unwrap();
@@ -162,11 +165,12 @@ async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_ma
     assert_eq!(ids_where(&db.pool, "error_type = 'old-archived' AND queue = 'billing.dlq'").await.len(), 3);
     assert_eq!(ids_where(&db.pool, "error_type = 'new-archived'").await.len(), 2);
     assert_eq!(ids_where(&db.pool, "error_type = 'old-awaiting' AND replay_of IS NULL").await.len(), 4);
-    let refs: i64 =
-        sqlx::query_scalar("SELECT (SELECT count(*) FROM replay_items) + (SELECT count(*) FROM dead_letter_edits)")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let refs: i64 = sqlx::query_scalar!(
+        r#"SELECT (SELECT count(*) FROM replay_items) + (SELECT count(*) FROM dead_letter_edits) AS "n!""#
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
     assert_eq!(refs, 0);
     assert_eq!(audit_sum(&db.pool, "dead_letter.purge").await, (1, 5));
     assert_eq!(triage::purge_archived(&db.pool, 30, &f, &actor).await.unwrap(), 0, "nothing left to purge");
@@ -178,7 +182,7 @@ async fn a_purge_bigger_than_a_batch_deletes_it_all_batch_by_batch() {
     let db = engine::testing::fresh_db().await;
     let n = triage::PURGE_BATCH * 2 + 7;
     seed(&db.pool, n, "orders.dlq", "KeyError").await;
-    sqlx::query("UPDATE dead_letters SET status = 'archived', ingested_at = now() - interval '10 days'")
+    sqlx::query!("UPDATE dead_letters SET status = 'archived', ingested_at = now() - interval '10 days'")
         .execute(&db.pool)
         .await
         .unwrap();

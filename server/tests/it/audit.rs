@@ -3,11 +3,13 @@
 use crate::harness::spawn_app;
 
 async fn entries(pool: &sqlx::PgPool, action: &str) -> Vec<(String, Option<String>, Option<String>, i64)> {
-    sqlx::query_as("SELECT actor, source_ip, target, item_count FROM audit_log WHERE action = $1")
-        .bind(action)
+    sqlx::query!("SELECT actor, source_ip, target, item_count FROM audit_log WHERE action = $1", action)
         .fetch_all(pool)
         .await
         .unwrap()
+        .into_iter()
+        .map(|r| (r.actor, r.source_ip, r.target, r.item_count))
+        .collect()
 }
 
 #[tokio::test]
@@ -54,7 +56,7 @@ async fn an_admin_cannot_disable_themselves() {
         .await
         .unwrap();
     assert!(!r.status().is_success());
-    let disabled: bool = sqlx::query_scalar("SELECT disabled FROM users WHERE username = 'admin'")
+    let disabled = sqlx::query_scalar!("SELECT disabled FROM users WHERE username = 'admin'")
         .fetch_one(&app.db.pool)
         .await
         .unwrap();

@@ -63,10 +63,6 @@ pub(crate) async fn declare(conn: &Connection, name: &str) {
         .unwrap();
 }
 
-async fn count(pool: &sqlx::PgPool, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
-}
-
 pub(crate) async fn wait_until(what: &str, deadline: Duration, mut check: impl AsyncFnMut() -> bool) {
     let start = Instant::now();
     while !check().await {
@@ -103,13 +99,13 @@ pub(crate) async fn drain_ids(conn: &Connection, queue: &str, expected: usize) -
 }
 
 async fn enqueue_events(pool: &sqlx::PgPool, queue: &str, n: i64) -> Vec<String> {
-    sqlx::query_scalar(
-        "INSERT INTO outbox (event_type, exchange, routing_key, payload)
-         SELECT 'chaos', '', $1, convert_to('{\"n\":' || g || '}', 'UTF8') FROM generate_series(1, $2) g
-         RETURNING event_id::text",
+    sqlx::query_scalar!(
+        r#"INSERT INTO outbox (event_type, exchange, routing_key, payload)
+           SELECT 'chaos', '', $1, convert_to('{"n":' || g || '}', 'UTF8') FROM generate_series(1, $2::bigint) g
+           RETURNING event_id::text AS "id!""#,
+        queue,
+        n
     )
-    .bind(queue)
-    .bind(n)
     .fetch_all(pool)
     .await
     .unwrap()
@@ -136,15 +132,15 @@ async fn relay_crash_run(
     let mut relay = spawn("relay", &db.url, extra);
     let pool = db.pool.clone();
     wait_until("some events published", Duration::from_secs(60), async || {
-        count(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'").await >= n / 8
+        count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") >= n / 8
     })
     .await;
     kill9(&mut relay);
-    let published_at_kill = count(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
+    let published_at_kill = count!(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'");
     assert!(published_at_kill < n, "the relay finished before it was killed; the test proves nothing");
     let mut second = spawn("relay", &db.url, extra);
     wait_until("every event published", Duration::from_secs(90 + n as u64 / 100), async || {
-        count(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'").await == n
+        count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") == n
     })
     .await;
     second.kill().ok();
@@ -205,19 +201,19 @@ async fn an_ingester_killed_mid_stream_loses_no_dead_letter_and_stores_none_twic
     let mut ingester = spawn("ingest", &db.url, &extra);
     let pool = db.pool.clone();
     wait_until("some dead letters stored", Duration::from_secs(60), async || {
-        count(&pool, "SELECT count(*) FROM dead_letters").await >= 300
+        count!(&pool, "SELECT count(*) FROM dead_letters") >= 300
     })
     .await;
     kill9(&mut ingester);
-    assert!(count(&db.pool, "SELECT count(*) FROM dead_letters").await < n, "finished before the kill");
+    assert!(count!(&db.pool, "SELECT count(*) FROM dead_letters") < n, "finished before the kill");
     let mut second = spawn("ingest", &db.url, &extra);
     wait_until("every dead letter stored", Duration::from_secs(90), async || {
-        count(&pool, "SELECT count(DISTINCT message_id) FROM dead_letters").await == n
+        count!(&pool, "SELECT count(DISTINCT message_id) FROM dead_letters") == n
     })
     .await;
     second.kill().ok();
     second.wait().ok();
-    assert_eq!(count(&db.pool, "SELECT count(*) FROM dead_letters").await, n, "a redelivery was stored twice");
+    assert_eq!(count!(&db.pool, "SELECT count(*) FROM dead_letters"), n, "a redelivery was stored twice");
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.ok();
     db.drop_db().await;
 }
@@ -238,14 +234,14 @@ async fn a_relay_survives_a_rabbitmq_restart_without_losing_events() {
     let mut relay = spawn("relay", &db.url, &[]);
     let pool = db.pool.clone();
     wait_until("some events published", Duration::from_secs(60), async || {
-        count(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'").await >= 300
+        count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") >= 300
     })
     .await;
     assert!(Command::new("rabbitmqctl").args(["-q", "stop_app"]).status().unwrap().success());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(Command::new("rabbitmqctl").args(["-q", "start_app"]).status().unwrap().success());
     wait_until("every event published after the restart", Duration::from_secs(120), async || {
-        count(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'").await == 3000
+        count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") == 3000
     })
     .await;
     relay.kill().ok();

@@ -10,6 +10,7 @@ use lapin::options::QueueDeleteOptions;
 use super::chaos::{BOUND, amqp, assert_all_once_within_bound, declare, drain_ids, kill9, spawn, wait_until};
 
 async fn published(pool: &sqlx::PgPool) -> i64 {
+    // Runtime-checked: the service's own table, made by this test.
     sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE publicado AND publicado_em IS NOT NULL")
         .fetch_one(pool)
         .await
@@ -33,6 +34,7 @@ async fn a_mapped_table_relay_killed_mid_stream_loses_no_row_and_its_standby_tak
     let queue = engine::testing::unique("chaos.mapped");
     declare(&conn, &queue).await;
     let n: i64 = 5_000;
+    // Runtime-checked: the service's own table, made by this test.
     let ids: Vec<String> = sqlx::query_scalar(
         "INSERT INTO outbox_events (evento_id, tipo, routing_key, payload)
          SELECT 'ev-' || md5(random()::text || g), 'pedido.creado', $1, '{\"pedido\":' || g || '}'

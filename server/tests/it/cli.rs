@@ -75,7 +75,7 @@ async fn a_new_password_from_the_cli_ends_the_users_sessions() {
     ok(run(&["user", "enable", "--username", "ivy"], &env2));
     assert!(engine::auth::session_principal(&db.pool, &token).await.unwrap().is_none(), "enable revived a session");
     let actions: Vec<String> =
-        sqlx::query_scalar("SELECT action FROM audit_log ORDER BY id").fetch_all(&db.pool).await.unwrap();
+        sqlx::query_scalar!("SELECT action FROM audit_log ORDER BY id").fetch_all(&db.pool).await.unwrap();
     assert_eq!(actions, ["user.add", "user.set_password", "user.disable", "user.enable"]);
     let o = run(&["user", "set-password", "--username", "nobody"], &env2);
     assert!(!o.status.success() && stderr(&o).contains("no user named nobody"), "{}", stderr(&o));

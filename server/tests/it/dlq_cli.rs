@@ -52,10 +52,11 @@ async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
         ],
     );
     let stored = async || -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE queue = $1")
-            .bind(&queue)
+        sqlx::query_scalar!("SELECT count(*) FROM dead_letters WHERE queue = $1", &queue)
             .fetch_one(&db.pool)
             .await
+            .ok()
+            .flatten()
             .unwrap_or(0)
     };
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -70,12 +71,10 @@ async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
     .await;
     let removed = dlq(&db.url, &["remove", &queue]);
     assert!(removed.contains("no longer ingested"), "{removed}");
-    let audited: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM audit_log WHERE action IN ('dlq.watch', 'dlq.unwatch') AND actor LIKE 'cli:%'",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let audited = count!(
+        &db.pool,
+        "SELECT count(*) FROM audit_log WHERE action IN ('dlq.watch', 'dlq.unwatch') AND actor LIKE 'cli:%'"
+    );
     assert_eq!(audited, 2);
     kill9(&mut serve);
     ch.queue_delete(queue.as_str().into(), Default::default()).await.ok();

@@ -43,7 +43,7 @@ async fn an_untrusted_peer_cannot_dodge_the_throttle_with_x_forwarded_for() {
         sign_in(&app, &[("username", "viewer"), ("password", PASSWORD)], &[("x-forwarded-for", "198.51.100.99")]).await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN, "the attempts counted against the real peer, 127.0.0.1");
     let ips: Vec<String> =
-        sqlx::query_scalar("SELECT DISTINCT source_ip FROM login_failures").fetch_all(&app.db.pool).await.unwrap();
+        sqlx::query_scalar!("SELECT DISTINCT source_ip FROM login_failures").fetch_all(&app.db.pool).await.unwrap();
     assert_eq!(ips, ["127.0.0.1"]);
     app.db.drop_db().await;
 }
@@ -187,20 +187,20 @@ async fn a_huge_silence_is_a_field_error_not_an_overflow() {
 #[tokio::test]
 async fn a_viewer_sees_only_whether_a_webhook_was_sent() {
     let app = spawn_app().await;
-    let rule: i64 = sqlx::query_scalar(
+    let rule = sqlx::query_scalar!(
         "INSERT INTO alert_rules (name, kind, warn_threshold, crit_threshold, recover_threshold, webhook_url, created_by)
          VALUES ('r', 'new_failure_group', 1, 2, 0, 'http://10.0.0.1:6379/', 'test') RETURNING id",
     )
     .fetch_one(&app.db.pool)
     .await
     .unwrap();
-    sqlx::query(
+    sqlx::query!(
         "WITH e AS (INSERT INTO alert_events (rule_id, from_state, to_state, value, threshold, message)
                     VALUES ($1, 'ok', 'firing', 1, 1, 'm') RETURNING id)
          INSERT INTO webhook_deliveries (event_id, attempt, at, error, delivered)
          SELECT id, 1, now(), 'connection refused (os error 111)', false FROM e",
+        rule
     )
-    .bind(rule)
     .execute(&app.db.pool)
     .await
     .unwrap();

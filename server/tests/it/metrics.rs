@@ -40,16 +40,16 @@ fn parse(text: &str) -> HashMap<String, f64> {
 #[tokio::test]
 async fn metrics_parse_and_match_the_store() {
     let app = spawn_app().await;
-    sqlx::query(
-        "INSERT INTO outbox (event_type, routing_key, payload, created_at)
-         SELECT 't', 'k', '\\x00', now() - interval '90 seconds' FROM generate_series(1, 3)",
+    sqlx::query!(
+        r#"INSERT INTO outbox (event_type, routing_key, payload, created_at)
+           SELECT 't', 'k', '\x00', now() - interval '90 seconds' FROM generate_series(1, 3)"#,
     )
     .execute(&app.db.pool)
     .await
     .unwrap();
-    sqlx::query(
-        "INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint)
-         SELECT 'orders.dlq', md5(g::text), '\\x00', 1, '', 'k', 'rejected', 'f' FROM generate_series(1, 2) g",
+    sqlx::query!(
+        r#"INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint)
+           SELECT 'orders.dlq', md5(g::text), '\x00', 1, '', 'k', 'rejected', 'f' FROM generate_series(1, 2) g"#,
     )
     .execute(&app.db.pool)
     .await

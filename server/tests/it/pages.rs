@@ -17,7 +17,7 @@ async fn the_overview_is_rendered_server_side_with_live_dependency_versions() {
 #[tokio::test]
 async fn message_content_is_escaped_in_server_rendered_html() {
     let app = spawn_app().await;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO dead_letters (queue, natural_key, body, body_size, exchange, routing_key, reason, fingerprint, error_type)
          VALUES ('q', 'k', convert_to('<script>alert(1)</script>', 'UTF8'), 25, '', 'q', 'none', 'f', '<img src=x onerror=alert(2)>')",
     )

@@ -19,22 +19,22 @@ async fn plan_to(env: &Env, ids: &[i64], queue: &str, rate: Option<f32>) -> Plan
 
 /// `(pending, sent, failed, cancelled)` items of the plan, counted from the items themselves.
 async fn item_counts(pool: &PgPool, plan_id: i64) -> (i64, i64, i64, i64) {
-    sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'sent'),
-                count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'cancelled')
-         FROM replay_items WHERE plan_id = $1",
+    let r = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE status = 'pending') AS "pending!", count(*) FILTER (WHERE status = 'sent') AS "sent!",
+                  count(*) FILTER (WHERE status = 'failed') AS "failed!", count(*) FILTER (WHERE status = 'cancelled') AS "cancelled!"
+           FROM replay_items WHERE plan_id = $1"#,
+        plan_id
     )
-    .bind(plan_id)
     .fetch_one(pool)
     .await
-    .unwrap()
+    .unwrap();
+    (r.pending, r.sent, r.failed, r.cancelled)
 }
 
 /// Waits until no publisher holds the plan's lease (its sender has stopped and released it).
 async fn wait_released(pool: &PgPool, plan_id: i64) {
     for _ in 0..1200 {
-        let owner: Option<uuid::Uuid> = sqlx::query_scalar("SELECT lease_owner FROM replay_plans WHERE id = $1")
-            .bind(plan_id)
+        let owner = sqlx::query_scalar!("SELECT lease_owner FROM replay_plans WHERE id = $1", plan_id)
             .fetch_one(pool)
             .await
             .unwrap();
@@ -125,11 +125,11 @@ async fn a_pause_mid_plan_flushes_every_confirmed_mark_so_the_counts_agree_with_
     assert!(paused.sent < 1_000, "the pause must land mid-plan: {paused:?}");
     let arrived: HashSet<String> = env.drain_ids(&target).await.into_iter().collect();
     assert_eq!((paused.sent, sent, pending), (arrived.len() as i64, arrived.len() as i64, 1_000 - sent));
-    let marked: HashSet<String> = sqlx::query_scalar(
-        "SELECT d.message_id FROM replay_items i JOIN dead_letters d ON d.id = i.dead_letter_id
-         WHERE i.plan_id = $1 AND i.status = 'sent'",
+    let marked: HashSet<String> = sqlx::query_scalar!(
+        r#"SELECT d.message_id AS "m!" FROM replay_items i JOIN dead_letters d ON d.id = i.dead_letter_id
+           WHERE i.plan_id = $1 AND i.status = 'sent'"#,
+        p.id
     )
-    .bind(p.id)
     .fetch_all(env.pool())
     .await
     .unwrap()

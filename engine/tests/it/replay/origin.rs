@@ -30,8 +30,10 @@ async fn the_default_replay_reaches_only_the_origin_queue_not_its_siblings() {
             .await
             .unwrap();
     }
-    let before: i64 =
-        sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM dead_letters").fetch_one(env.pool()).await.unwrap();
+    let before: i64 = sqlx::query_scalar!(r#"SELECT coalesce(max(id), 0) AS "id!" FROM dead_letters"#)
+        .fetch_one(env.pool())
+        .await
+        .unwrap();
     for i in 0..3 {
         let props = BasicProperties::default().with_message_id(format!("o-{i}").into());
         env.ch
@@ -60,8 +62,7 @@ async fn the_default_replay_reaches_only_the_origin_queue_not_its_siblings() {
     // By message id: RabbitMQ dead-letters the rejected copies asynchronously, so the
     // Spring-style one, published straight to the DLQ, may arrive before them.
     let conventions: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT convention FROM dead_letters WHERE id = ANY($1) ORDER BY message_id")
-            .bind(&ids)
+        sqlx::query_scalar!("SELECT convention FROM dead_letters WHERE id = ANY($1) ORDER BY message_id", &ids)
             .fetch_all(env.pool())
             .await
             .unwrap();
@@ -90,8 +91,10 @@ async fn the_default_replay_reaches_only_the_origin_queue_not_its_siblings() {
 #[tokio::test]
 async fn a_message_naming_no_origin_queue_is_refused_for_the_origin_target_with_the_reason() {
     let env = Env::new().await;
-    let before: i64 =
-        sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM dead_letters").fetch_one(env.pool()).await.unwrap();
+    let before: i64 = sqlx::query_scalar!(r#"SELECT coalesce(max(id), 0) AS "id!" FROM dead_letters"#)
+        .fetch_one(env.pool())
+        .await
+        .unwrap();
     env.publish(&env.dlq, b"plain", BasicProperties::default()).await;
     let ing = Ingest::start(env.pool(), vec![env.dlq.clone()]);
     let ids = wait_for_new(env.pool(), before, 1).await;

@@ -69,13 +69,14 @@ async fn creating_a_plan_writes_its_items_the_status_change_and_one_audit_entry_
     req.confirm_count = Some(2);
     let err = plan::create(env.pool(), &alice(), Some("10.0.0.7"), &req).await.unwrap_err();
     assert!(matches!(err, ReplayError::Conflict(_)), "{err:?}");
-    let counts: (i64, i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM replay_plans), (SELECT count(*) FROM replay_items),
-                (SELECT count(*) FROM audit_log WHERE action = 'replay.create')",
+    let r = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM replay_plans) AS "plans!", (SELECT count(*) FROM replay_items) AS "items!",
+                  (SELECT count(*) FROM audit_log WHERE action = 'replay.create') AS "audited!""#,
     )
     .fetch_one(env.pool())
     .await
     .unwrap();
+    let counts = (r.plans, r.items, r.audited);
     assert_eq!(counts, (0, 0, 0));
     assert_eq!(statuses(env.pool(), &ids).await, ["awaiting"; 3]);
 
@@ -87,10 +88,13 @@ async fn creating_a_plan_writes_its_items_the_status_change_and_one_audit_entry_
     assert_eq!(items.iter().map(|i| i.dead_letter_id).collect::<Vec<_>>(), ids);
     assert!(items.iter().all(|i| i.exchange.is_empty() && i.routing_key == env.work));
     let audit: Vec<(String, i64, Option<String>, Option<String>)> =
-        sqlx::query_as("SELECT actor, item_count, source_ip, target FROM audit_log WHERE action = 'replay.create'")
+        sqlx::query!("SELECT actor, item_count, source_ip, target FROM audit_log WHERE action = 'replay.create'")
             .fetch_all(env.pool())
             .await
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.actor, r.item_count, r.source_ip, r.target))
+            .collect();
     assert_eq!(audit, [("alice".to_string(), 3, Some("10.0.0.7".to_string()), Some(format!("replay_plan:{}", p.id)))]);
 
     // The same messages cannot be in a second plan while the first holds them.

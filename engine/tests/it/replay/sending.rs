@@ -136,11 +136,13 @@ async fn pause_stops_sending_and_resume_finishes_the_plan() {
     let done = wait_plan(env.pool(), p.id, "done", |p| p.status == "done").await;
     publisher.stop().await;
     assert_eq!((done.sent, done.failed), (20, 0));
-    let actions: Vec<String> = sqlx::query_scalar("SELECT action FROM audit_log WHERE target = $1 ORDER BY id")
-        .bind(format!("replay_plan:{}", p.id))
-        .fetch_all(env.pool())
-        .await
-        .unwrap();
+    let actions = sqlx::query_scalar!(
+        "SELECT action FROM audit_log WHERE target = $1 ORDER BY id",
+        format!("replay_plan:{}", p.id)
+    )
+    .fetch_all(env.pool())
+    .await
+    .unwrap();
     assert_eq!(actions, ["replay.create", "replay.pause", "replay.resume"]);
     env.delete().await;
 }
@@ -177,7 +179,7 @@ async fn cancel_returns_the_unsent_dead_letters_to_awaiting() {
     assert_eq!(statuses(env.pool(), &sent).await, vec!["replayed"; sent.len()]);
     assert_eq!(statuses(env.pool(), &back).await, vec!["awaiting"; back.len()]);
     assert_eq!(env.drain(&env.work).await.len(), sent.len(), "no cancelled item was sent");
-    let (count,): (i64,) = sqlx::query_as("SELECT item_count FROM audit_log WHERE action = 'replay.cancel'")
+    let count = sqlx::query_scalar!("SELECT item_count FROM audit_log WHERE action = 'replay.cancel'")
         .fetch_one(env.pool())
         .await
         .unwrap();
@@ -197,10 +199,10 @@ async fn the_rate_limit_spaces_the_messages_of_a_plan() {
     wait_plan(env.pool(), p.id, "done", |p| p.status == "done").await;
     publisher.stop().await;
     // 20 sends 100 ms apart span 1.9 s; a lower bound only, never an upper one.
-    let span: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM max(sent_at) - min(sent_at))::float8 FROM replay_items WHERE plan_id = $1",
+    let span = sqlx::query_scalar!(
+        r#"SELECT extract(epoch FROM max(sent_at) - min(sent_at))::float8 AS "span!" FROM replay_items WHERE plan_id = $1"#,
+        p.id
     )
-    .bind(p.id)
     .fetch_one(env.pool())
     .await
     .unwrap();
@@ -227,7 +229,7 @@ async fn the_replay_publisher_reports_itself_in_heartbeats_and_says_when_it_stop
     assert_eq!(detail["plans_running"], 0, "{detail}");
     publisher.stop().await;
     let stopped: serde_json::Value =
-        sqlx::query_scalar("SELECT detail FROM heartbeats WHERE role = 'replay'").fetch_one(&db.pool).await.unwrap();
+        sqlx::query_scalar!("SELECT detail FROM heartbeats WHERE role = 'replay'").fetch_one(&db.pool).await.unwrap();
     assert_eq!(stopped["stopped"], true, "a clean stop is written: {stopped}");
     db.drop_db().await;
 }

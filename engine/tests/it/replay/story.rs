@@ -30,8 +30,7 @@ async fn a_replayed_message_that_dies_again_links_to_the_earlier_dead_letter_in_
     let ing = Ingest::start(env.pool(), vec![env.dlq.clone()]);
     let again = wait_for_new(env.pool(), first, 1).await[0];
     ing.stop().await;
-    let replay_of: Option<i64> = sqlx::query_scalar("SELECT replay_of FROM dead_letters WHERE id = $1")
-        .bind(again)
+    let replay_of = sqlx::query_scalar!("SELECT replay_of FROM dead_letters WHERE id = $1", again)
         .fetch_one(env.pool())
         .await
         .unwrap();
@@ -85,7 +84,7 @@ async fn a_plan_pauses_itself_when_most_replayed_messages_die_again() {
     assert!(paused.paused_reason.as_deref().is_some_and(|r| r.starts_with("auto-paused")), "{paused:?}");
     assert!(paused.sent < 30, "{paused:?}");
     assert_eq!(stats.auto_paused, 1);
-    let actor: String = sqlx::query_scalar("SELECT actor FROM audit_log WHERE action = 'replay.pause'")
+    let actor = sqlx::query_scalar!("SELECT actor FROM audit_log WHERE action = 'replay.pause'")
         .fetch_one(env.pool())
         .await
         .unwrap();
