@@ -8,8 +8,9 @@
 //!   a `kill -9` can re-send at most the window plus `mark_batch` (see [`duplicate_bound`]);
 //! - a flush that fails is logged and dropped: its rows keep their lease and are re-sent when
 //!   it expires (at-least-once), exactly as a crash would have it;
-//! - with `relay.synchronous_commit = off` the flushes run on connections of their own with
-//!   that setting, so only marks (never claims or a service's events) skip the WAL fsync wait.
+//! - with `relay.synchronous_commit = off` the flushes (and the native table's claims) run on
+//!   connections of their own with that setting, so only the relay's own writes (never a
+//!   service's events) skip the WAL fsync wait.
 
 use std::{collections::HashMap, sync::atomic::Ordering::Relaxed, time::Duration};
 
@@ -32,10 +33,12 @@ pub fn duplicate_bound(cfg: &RelaySettings) -> usize {
     cfg.window + cfg.mark_batch.max(1) - 1
 }
 
-/// The pool marks are committed on: the relay's own, or, with `synchronous_commit = off`,
-/// a small one whose connections set it (PostgreSQL then acknowledges a mark's commit before
-/// its WAL reaches disk; a PostgreSQL crash can forget the last marks, and those rows are
-/// re-sent — never lost, since the broker already has them).
+/// The pool marks and claims are committed on: the relay's own, or, with
+/// `synchronous_commit = off`, a small one whose connections set it (PostgreSQL then
+/// acknowledges a commit before its WAL reaches disk; a PostgreSQL crash can forget the last
+/// marks and leases, and those rows are re-sent — never lost, since a forgotten mark's row was
+/// confirmed by the broker and a forgotten lease only makes its row claimable again). Two
+/// connections: at most one flush and one claim are in flight per session.
 pub fn mark_pool(pool: &PgPool, cfg: &RelaySettings) -> PgPool {
     if cfg.synchronous_commit {
         return pool.clone();

@@ -19,8 +19,8 @@ use super::{
 
 #[derive(Clone)]
 pub(crate) enum Table {
-    /// `outbox` on this pool (whose search_path starts with `revenant`), and the pool marks
-    /// are committed on.
+    /// `outbox` on this pool (whose search_path starts with `revenant`), and the pool the
+    /// relay's own writes (claims and marks) are committed on (see [`super::marks::mark_pool`]).
     Native {
         pool: PgPool,
         marks_pool: PgPool,
@@ -37,7 +37,9 @@ impl Table {
         lease: std::time::Duration,
     ) -> Result<Vec<ClaimedRow>, StoreError> {
         match self {
-            Table::Native { pool, .. } => store::claim(pool, owner, batch, lease).await,
+            // A lease a PostgreSQL crash forgets only lets the row be claimed again (re-sent,
+            // never lost), so claims may skip the fsync wait as marks do.
+            Table::Native { marks_pool, .. } => store::claim(marks_pool, owner, batch, lease).await,
             Table::Mapped(m) => m.claim(batch).await,
         }
     }
