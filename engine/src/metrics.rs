@@ -82,7 +82,7 @@ pub async fn collect(pool: &PgPool, sources: &[Source]) -> Result<MetricsInput, 
         r#"WITH latest AS (
              SELECT DISTINCT ON (queue) queue, ready, unacked FROM queue_samples ORDER BY queue, at DESC
          ), awaiting AS (
-             SELECT queue, count(*) AS n FROM dead_letters WHERE status = 'awaiting' GROUP BY queue
+             SELECT queue, awaiting AS n FROM dead_letter_queue_counts WHERE awaiting > 0
          )
          SELECT coalesce(l.queue, a.queue) AS "queue!", l.ready AS "ready?", l.unacked AS "unacked?",
                 coalesce(a.n, 0) AS "awaiting!"

@@ -215,6 +215,7 @@ fn Rows(
     let empty = p.rows.is_empty();
     view! {
         <p class="text-sm mb-2" data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
+        {p.search_note.clone().map(|n| view! { <p class="text-xs muted mb-2" data-testid="dl-search-note">{n}</p> })}
         {can_operate.then(|| {
             let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));
             let q2 = q.clone();

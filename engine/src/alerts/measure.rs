@@ -69,13 +69,12 @@ pub async fn measure(
             Ok(ready.and_then(|r| Measurement::of(r as f64)))
         }
         RuleKind::DlqAwaiting => {
-            let n: i64 = sqlx::query_scalar!(
-                r#"SELECT count(*) AS "n!" FROM dead_letters WHERE queue = $1 AND status = 'awaiting'"#,
-                target()?,
-            )
-            .fetch_one(own)
-            .await?;
-            Ok(Measurement::of(n as f64))
+            // Kept by triggers (dead_letter_queue_counts): no row yet is none awaiting.
+            let n: Option<i64> =
+                sqlx::query_scalar!("SELECT awaiting FROM dead_letter_queue_counts WHERE queue = $1", target()?)
+                    .fetch_optional(own)
+                    .await?;
+            Ok(Measurement::of(n.unwrap_or(0) as f64))
         }
         RuleKind::DlqNew => {
             let n: i64 = sqlx::query_scalar!(

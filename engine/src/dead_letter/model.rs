@@ -158,6 +158,9 @@ pub struct Page {
     pub items: Vec<DeadLetterSummary>,
     /// None on the last page.
     pub next: Option<Cursor>,
+    /// A body search stopped after [`BODY_SEARCH_ROWS`](super::store::BODY_SEARCH_ROWS) rows
+    /// without filling the page: `next` continues the search after the last row it read.
+    pub searched_partly: bool,
 }
 
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]

@@ -201,7 +201,9 @@ pub async fn list(
     }
     let dir = if asc { "ASC" } else { "DESC" };
     q.push(format!(" ORDER BY {} {dir}, {} {dir} LIMIT ", c.created_at, c.id)).push_bind(limit + 1);
-    let rows = q.build().fetch_all(&src.pool).await?;
+    // Unprepared: planned with this call's values (a generic plan, chosen after five calls,
+    // took the trigram index for every error filter: 0.9 s instead of 1 ms at 10 M rows).
+    let rows = q.build().persistent(false).fetch_all(&src.pool).await?;
     let mut out = rows.iter().map(summary).collect::<Result<Vec<_>, _>>()?;
     let next = if out.len() as i64 > limit {
         out.truncate(limit as usize);
@@ -224,7 +226,7 @@ pub async fn count(src: &Source, f: &Filter) -> Result<Count, sqlx::Error> {
         QueryBuilder::<Postgres>::new(format!("SELECT count(*) FROM (SELECT 1 FROM {} WHERE true", src.cols.table));
     push_conditions(&mut q, src, f);
     q.push(" LIMIT ").push_bind(COUNT_CAP + 1).push(") capped");
-    let n: i64 = q.build_query_scalar().fetch_one(&src.pool).await?;
+    let n: i64 = q.build_query_scalar().persistent(false).fetch_one(&src.pool).await?;
     Ok(Count { n: n.min(COUNT_CAP), capped: n > COUNT_CAP })
 }
 

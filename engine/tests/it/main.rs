@@ -11,11 +11,13 @@ macro_rules! count {
 
 mod alerts;
 mod auth;
+mod awaiting_counts;
 mod demo;
 mod ingest;
 mod ingest_batch;
 mod ingest_corpus;
 mod ingest_watch;
+mod list_body_search;
 mod relay;
 mod relay_mapped;
 mod replay;

@@ -274,11 +274,7 @@ async fn once(pool: &PgPool, probe: &Probe) -> anyhow::Result<(Duration, Option<
             (t.elapsed(), None, format!("{n} events"))
         }
         Probe::QueueCards => {
-            let awaiting = sqlx::query!(
-                r#"SELECT queue, count(*) AS "n!" FROM dead_letters WHERE status = 'awaiting' GROUP BY queue"#
-            )
-            .fetch_all(pool)
-            .await?;
+            let awaiting = engine::dead_letter::awaiting::by_queue(pool).await?;
             (t.elapsed(), None, format!("{} queues", awaiting.len()))
         }
     })

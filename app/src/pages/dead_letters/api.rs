@@ -59,6 +59,9 @@ pub struct DlPage {
     pub rows: Vec<DlRow>,
     pub next: Option<String>,
     pub count: String,
+    /// How far a body search reached, when the filter has one (it reads a bounded number of
+    /// messages per page).
+    pub search_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

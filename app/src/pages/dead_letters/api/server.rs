@@ -103,7 +103,17 @@ pub async fn list(q: &DlQuery, after: Option<&str>) -> Result<DlPage, AppError> 
     let page = store::list(&state.pool, &f, after.and_then(cursor), 50).await.map_err(AppError::internal)?;
     let (n, capped) = store::count(&state.pool, &f, 10_000).await.map_err(AppError::internal)?;
     let now = Utc::now();
+    let rows = store::BODY_SEARCH_ROWS;
+    let search_note = f.body_contains.as_ref().map(|_| match (page.searched_partly, page.items.is_empty()) {
+        (true, true) => format!("No match in the next {rows} messages read; “Older →” searches further."),
+        (true, false) => format!("Body search read {rows} messages for this page; “Older →” searches further."),
+        _ if capped => {
+            format!("Body search reads {rows} messages per page, newest first; the count covers the newest {rows}.")
+        }
+        _ => "Body search read every message that matches the other filters.".to_string(),
+    });
     Ok(DlPage {
+        search_note,
         next: page.next.map(|c| format!("{}~{}", c.ingested_at.timestamp_micros(), c.id)),
         count: crate::format::count(n, capped),
         rows: page

@@ -1,0 +1,6 @@
+-- The outbox lists filter on `error ~ text` (ILIKE over last_error); at 10 M rows a
+-- text that matches nothing scanned every row of the bucket. Revenant's own table only: a mapped
+-- outbox (docs/OUTBOX.md) is the application's table, and `revenant outbox install` does
+-- not add indexes beyond what the relay needs.
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX outbox_last_error_trgm ON outbox USING gin (last_error gin_trgm_ops) WHERE last_error IS NOT NULL;
