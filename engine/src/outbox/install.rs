@@ -10,9 +10,12 @@ use anyhow::Context;
 use sqlx::PgPool;
 
 /// The migrations that make Revenant's `outbox` table, its indexes and its NOTIFY triggers.
-const OUTBOX_DDL: [(&str, &str); 2] = [
+/// 0016 needs the `pg_trgm` extension (trusted: the CREATE privilege on the database is
+/// enough) for the error-text filter's index.
+const OUTBOX_DDL: [(&str, &str); 3] = [
     ("0002_outbox.sql", include_str!("../../../migrations/0002_outbox.sql")),
     ("0008_outbox_bucket_indexes.sql", include_str!("../../../migrations/0008_outbox_bucket_indexes.sql")),
+    ("0016_outbox_error_trigram.sql", include_str!("../../../migrations/0016_outbox_error_trigram.sql")),
 ];
 
 #[derive(Debug, PartialEq, Eq)]
