@@ -37,18 +37,38 @@ pub fn Frame(children: Children) -> impl IntoView {
             </a>
         }
     };
+    let signing_in = move || location.pathname.get() == "/login";
     view! {
+        <a href="#main" class="sr-only focus:not-sr-only focus:absolute focus:top-2 focus:left-2 focus:z-30 btn">"Skip to content"</a>
         <header class="border-b border-slate-200 dark:border-slate-800 bg-white dark:bg-slate-900">
-            <nav class="max-w-7xl mx-auto flex items-center gap-1 px-4 h-12">
+            <nav class="max-w-7xl mx-auto flex items-center gap-1 px-4 h-12" aria-label="Main">
                 <a href="/" class="font-semibold tracking-tight mr-4 text-violet-700 dark:text-violet-400">
                     "Revenant"
                 </a>
-                {NAV.iter().map(|(href, label)| link(href, label)).collect_view()}
-                <div class="ml-auto"><UserBox /></div>
+                // No navigation on the sign-in page: none of it opens before signing in.
+                {move || (!signing_in()).then(|| view! {
+                    <div class="hidden lg:flex items-center gap-1">
+                        {NAV.iter().map(|(href, label)| link(href, label)).collect_view()}
+                    </div>
+                    // Below 1024 px the links fold into a menu (a <details>: no script needed).
+                    // Re-rendered on each navigation, so it closes once a link is followed.
+                    {move || {
+                        location.pathname.track();
+                        view! {
+                            <details class="lg:hidden relative" data-testid="nav-menu">
+                                <summary class="btn cursor-pointer select-none">"Menu"</summary>
+                                <div class="absolute left-0 top-full mt-1 z-20 card flex flex-col p-1 w-48 shadow-lg">
+                                    {NAV.iter().map(|(href, label)| link(href, label)).collect_view()}
+                                </div>
+                            </details>
+                        }
+                    }}
+                    <div class="ml-auto"><UserBox /></div>
+                })}
             </nav>
         </header>
-        {move || (location.pathname.get() != "/login").then(|| view! { <crate::banner::FiringBanner /> })}
-        <main class="max-w-7xl mx-auto px-4 py-5">{children()}</main>
+        {move || (!signing_in()).then(|| view! { <crate::banner::FiringBanner /> })}
+        <main id="main" tabindex="-1" class="max-w-7xl mx-auto px-4 py-5">{children()}</main>
     }
 }
 
@@ -93,7 +113,7 @@ fn UserBox() -> impl IntoView {
             {move || Suspend::new(async move {
                 match who.await {
                     Ok(Some(m)) => view! {
-                        <div class="flex items-center gap-2 text-sm">
+                        <div class="flex items-center gap-2 text-sm whitespace-nowrap">
                             <span data-testid="whoami">{m.username.clone()}<span class="muted">" · "{m.role.clone()}</span></span>
                             <ActionForm action=logout><button class="btn" type="submit">"Sign out"</button></ActionForm>
                         </div>

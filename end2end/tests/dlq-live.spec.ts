@@ -29,6 +29,10 @@ test("an admin starts ingesting a discovered DLQ from the page and sees its mess
   expect(revenant(["dlq", "list"])).toMatch(/e2e\.late\.dlq\twatched/);
   await page.goto("/dead-letters", { waitUntil: "networkidle" });
   await expect(page.getByTestId("discovered")).toHaveCount(0);
+  // Its card charts the inflow: one dead letter stored this hour, in the last bar.
+  const chart = page.getByTestId("dlq-card").filter({ hasText: "e2e.late.dlq" }).getByTestId("inflow-chart");
+  await expect(chart).toHaveAttribute("data-total", "1");
+  await expect(chart.getByTestId("inflow-summary")).toHaveText("1 in the last hour · peak 1/min");
   await shot(page, "dlq-started");
 
   // Stopping leaves later messages in RabbitMQ.

@@ -53,3 +53,34 @@ test("the nav's links load their lists in the browser (client-side navigation, n
   await expect(page.getByTestId("dl-count")).toContainText("messages match");
   await expect(page.getByRole("alert")).toHaveCount(0);
 });
+
+test("the sign-in page has no navigation; signed in, a skip link leads to the page", async ({ page }) => {
+  await page.goto("/login");
+  await expect(page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Outbox" })).toHaveCount(0);
+  await expect(page.getByTestId("nav-menu")).toHaveCount(0);
+  await signIn(page, "viewer");
+  await page.goto("/");
+  await page.keyboard.press("Tab");
+  const skip = page.getByRole("link", { name: "Skip to content" });
+  await expect(skip).toBeFocused();
+  await expect(skip).toBeVisible();
+  await page.keyboard.press("Enter");
+  await expect(page).toHaveURL(/#main$/);
+});
+
+test("at 390 px the navigation folds into a menu and no page is wider than the screen", async ({ page }) => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  await signIn(page, "viewer");
+  for (const path of ["/", "/outbox", "/dead-letters", "/dead-letters/groups", "/replays"]) {
+    await page.goto(path);
+    await expect(page.getByRole("button", { name: "Sign out" })).toBeInViewport();
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    expect(width, `${path} is ${width} px wide`).toBeLessThanOrEqual(390);
+  }
+  await page.goto("/");
+  await page.getByTestId("nav-menu").getByText("Menu").click();
+  await page.getByTestId("nav-menu").getByRole("link", { name: "Dead letters" }).click();
+  await expect(page.getByTestId("dl-count")).toContainText("messages match");
+  await expect(page.getByTestId("nav-menu")).not.toHaveAttribute("open", "");
+  await shot(page, "dead-letters-390");
+});

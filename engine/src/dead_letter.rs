@@ -21,6 +21,7 @@ pub mod depth;
 pub mod downstream;
 pub mod fingerprint;
 pub mod headers;
+pub mod inflow;
 pub mod ingest;
 pub mod model;
 pub mod reason;

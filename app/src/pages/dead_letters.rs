@@ -6,6 +6,7 @@ mod bulk;
 pub mod detail;
 mod edit;
 pub mod groups;
+pub mod inflow_chart;
 pub mod watch;
 
 use leptos::prelude::*;
@@ -88,7 +89,7 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                         <a href=href class="block hover:text-violet-700">
                             <div class="flex items-center gap-2">
                                 <span class="font-medium font-mono text-sm break-all">{q.queue.clone()}</span>
-                                <span class="ml-auto"><Sparkline series=q.series.clone() /></span>
+                                <span class="ml-auto flex items-center gap-1 text-xs muted" title="broker depth over the last hour">"depth"<Sparkline series=q.series.clone() /></span>
                             </div>
                             <div class="flex gap-4 text-sm mt-1">
                                 <span><span class="text-xl font-semibold tabular-nums" data-testid="awaiting">{q.awaiting}</span>" awaiting triage"</span>
@@ -96,6 +97,7 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                                     {q.unacked.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" unacked · "
                                     {q.consumers.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" consumers"</span>
                             </div>
+                            <inflow_chart::InflowChart per_minute=q.inflow.clone() />
                         </a>
                         <div class="flex items-center gap-2 text-xs muted mt-1">
                             <span>{q.sampled_secs_ago.map(|s| format!("sampled {} ago", format::age_secs(s))).unwrap_or_else(|| "not sampled yet".into())}</span>

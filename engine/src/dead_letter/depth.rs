@@ -132,6 +132,10 @@ pub async fn run_sampler(
                 Ok(n) => tracing::debug!(pruned = n, "old queue samples pruned"),
                 Err(e) => tracing::warn!(error = %e, "cannot prune queue samples"),
             }
+            match super::inflow::prune(&pool).await {
+                Ok(n) => tracing::debug!(pruned = n, "inflow older than a day pruned"),
+                Err(e) => tracing::warn!(error = %e, "cannot prune the dead-letter inflow"),
+            }
             last_prune = Some(std::time::Instant::now());
         }
         tokio::select! {

@@ -13,6 +13,7 @@ mod alerts;
 mod auth;
 mod awaiting_counts;
 mod demo;
+mod inflow;
 mod ingest;
 mod ingest_batch;
 mod ingest_corpus;

@@ -32,6 +32,8 @@ pub struct QueueView {
     pub awaiting: i64,
     /// Broker depth over the last hour, oldest first, for a sparkline.
     pub series: Vec<i64>,
+    /// Dead letters stored per minute over the last hour, oldest first (the inflow chart).
+    pub inflow: Vec<i64>,
     /// In the watched set (ingesters are asked to consume it).
     pub watching: bool,
     /// A live ingester consumes it now (from the ingesters' heartbeats).
@@ -257,6 +259,8 @@ pub struct GroupPageView {
     pub last_seen: String,
     pub dlqs: Vec<String>,
     pub samples: Vec<(i64, BodyView)>,
+    /// This group's dead letters stored per minute over the last hour, oldest first.
+    pub inflow: Vec<i64>,
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/detail")]

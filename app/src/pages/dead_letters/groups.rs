@@ -115,6 +115,7 @@ pub fn GroupPage() -> impl IntoView {
                                     <tr><th>"First seen"</th><td class="text-xs">{g.first_seen.clone()}</td></tr>
                                     <tr><th>"Last seen"</th><td class="text-xs">{format!("{} ({} ago)", p.last_seen, format::age_secs(g.last_seen_secs))}</td></tr>
                                 </tbody></table>
+                                <div class="px-2 pb-2"><super::inflow_chart::InflowChart per_minute=p.inflow.clone() /></div>
                             </div>
                             {(can_operate && g.awaiting > 0).then(|| view! {
                                 <div class="mb-3" data-testid="group-replay">

@@ -70,11 +70,13 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
     }
     let now = Utc::now();
     let all = engine::dead_letter::depth::series_of(&state.pool, &names, now - chrono::Duration::hours(1)).await?;
+    let inflow = engine::dead_letter::inflow::last_hour(&state.pool, now).await?;
     let mut out = Vec::new();
     for name in names {
         let sample = latest.iter().find(|s| s.queue == name);
         let series: Vec<_> = all.iter().filter(|s| s.queue == name).collect();
         out.push(QueueView {
+            inflow: engine::dead_letter::inflow::series(&inflow, now, |b| b.queue == name),
             awaiting: awaiting.iter().find(|a| a.queue == name).map(|a| a.awaiting).unwrap_or(0),
             ready: sample.map(|s| s.ready),
             unacked: sample.and_then(|s| s.unacked),
@@ -180,7 +182,10 @@ pub async fn group(id: i64) -> Result<GroupPageView, AppError> {
         .map_err(AppError::internal)?
         .ok_or_else(|| AppError::NotFound(format!("no failure group #{id}")))?;
     let last_seen = crate::format::time(d.group.last_seen);
+    let now = Utc::now();
+    let buckets = engine::dead_letter::inflow::group_last_hour(&state.pool, id, now).await?;
     Ok(GroupPageView {
+        inflow: engine::dead_letter::inflow::series(&buckets, now, |_| true),
         group: group_view(d.group, Utc::now()),
         last_seen,
         dlqs: d.dlqs,
