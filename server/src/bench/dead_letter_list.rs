@@ -189,7 +189,7 @@ async fn probes(pool: &PgPool, rows: i64, runs: usize) -> anyhow::Result<()> {
         ("detail + edits of one message".into(), Probe::Detail(rows / 2 + 1)),
         ("story, no replay".into(), Probe::Story(rows / 2 + 1)),
         (format!("story, four-link chain (#{leaf})"), Probe::Story(leaf)),
-        ("queue cards (awaiting per queue, app SQL)".into(), Probe::QueueCards),
+        ("queue cards (awaiting per queue, kept counts)".into(), Probe::QueueCards),
     ];
 
     println!();
