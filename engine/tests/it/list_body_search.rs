@@ -33,7 +33,10 @@ async fn a_body_search_past_its_row_limit_continues_on_the_next_page() {
 
     let (n, lower_bound) = store::count(pool, &f, 10_000).await.unwrap();
     assert_eq!((n, lower_bound), (0, true), "the count covers the newest rows only, and says so");
-    let narrow = ListFilter { older_than: Some(chrono::Utc::now() - chrono::Duration::hours(12)), ..f.clone() };
+    let narrow = ListFilter {
+        older_than: Some(chrono::Utc::now() - chrono::Duration::seconds(BODY_SEARCH_ROWS / 2)),
+        ..f.clone()
+    };
     assert_eq!(store::count(pool, &narrow, 10_000).await.unwrap(), (2, false), "a narrower filter counts exactly");
     db.drop_db().await;
 }
