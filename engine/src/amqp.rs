@@ -2,16 +2,79 @@
 //!
 //! lapin 4 recovers connections on its own; the roles here still treat a dead channel as
 //! a reason to reconnect from scratch with backoff, because a recovered connection does
-//! not replay their consumer and confirm state in a way they could rely on.
+//! not replay their consumer and confirm state in a way they could rely on. With several
+//! URLs (`amqp_urls`, the nodes of a cluster) a reconnect moves on to the next node.
 
 pub mod reconnect;
 
-use anyhow::Context;
-use lapin::{Connection, ConnectionProperties};
+use std::{
+    str::FromStr,
+    sync::atomic::{AtomicUsize, Ordering::Relaxed},
+    time::Duration,
+};
 
-pub async fn connect(url: &str, name: &str) -> anyhow::Result<Connection> {
-    let props = ConnectionProperties::default().with_connection_name(name.into());
-    Connection::connect(url, props).await.with_context(|| format!("cannot connect to RabbitMQ (AMQP_URL) as {name}"))
+use anyhow::Context;
+use lapin::{Connection, ConnectionProperties, uri::AMQPUri};
+
+/// How long one node of a list may take to accept a connection before the next is tried.
+const NODE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which node of the list the next connection tries first: the one that last accepted a
+/// connection in this process, so that after a node goes away every role moves on to the
+/// same live node instead of each retrying the dead one first.
+static PREFERRED: AtomicUsize = AtomicUsize::new(0);
+
+/// The URLs of a broker setting: one, or several nodes joined with commas (`amqp_urls`).
+pub fn urls(list: &str) -> Vec<&str> {
+    list.split(',').map(str::trim).filter(|u| !u.is_empty()).collect()
+}
+
+/// The first URL of a list (for what all nodes share, such as the vhost).
+pub fn first_url(list: &str) -> &str {
+    urls(list).first().copied().unwrap_or(list)
+}
+
+/// `host:port` of a URL, for logs and errors (never the credentials).
+pub fn node_of(url: &str) -> String {
+    match AMQPUri::from_str(url) {
+        Ok(u) => format!("{}:{}", u.authority.host, u.authority.port),
+        Err(_) => "an unparsable URL".into(),
+    }
+}
+
+/// Connects to the broker. With several URLs (the nodes of a cluster) it starts at the node
+/// that last accepted a connection and tries each in turn until one accepts; the error then
+/// names every node and why it refused.
+pub async fn connect(list: &str, name: &str) -> anyhow::Result<Connection> {
+    let all = urls(list);
+    if all.len() <= 1 {
+        let props = ConnectionProperties::default().with_connection_name(name.into());
+        return Connection::connect(first_url(list), props)
+            .await
+            .with_context(|| format!("cannot connect to RabbitMQ (AMQP_URL) as {name}"));
+    }
+    let start = PREFERRED.load(Relaxed) % all.len();
+    let mut refused = Vec::new();
+    for k in 0..all.len() {
+        let i = (start + k) % all.len();
+        let props = ConnectionProperties::default().with_connection_name(name.into());
+        let attempt = tokio::time::timeout(NODE_TIMEOUT, Connection::connect(all[i], props)).await;
+        match attempt {
+            Ok(Ok(conn)) => {
+                if PREFERRED.swap(i, Relaxed) != i || k > 0 {
+                    tracing::info!(node = %node_of(all[i]), connection = name, "connected to RabbitMQ node {} of {}", i + 1, all.len());
+                }
+                return Ok(conn);
+            }
+            Ok(Err(e)) => refused.push(format!("{}: {e}", node_of(all[i]))),
+            Err(_) => refused.push(format!("{}: no answer in {}s", node_of(all[i]), NODE_TIMEOUT.as_secs())),
+        }
+    }
+    anyhow::bail!(
+        "cannot connect to any of the {} RabbitMQ nodes (AMQP_URLS) as {name}: {}",
+        all.len(),
+        refused.join("; ")
+    )
 }
 
 /// The broker's version, from the management API (AMQP 0-9-1 server properties are not

@@ -174,6 +174,8 @@ fn default_stuck_secs() -> i64 {
 pub struct Settings {
     /// Secret: it may carry a password; `{:?}` of the settings prints `[REDACTED]`.
     pub database_url: SecretString,
+    /// One AMQP URL, or several nodes of one cluster joined with commas (`amqp_urls`):
+    /// [`crate::amqp::connect`] tries them in turn.
     pub amqp_url: SecretString,
     pub bind: SocketAddr,
     pub log_format: LogFormat,
@@ -215,6 +217,7 @@ pub struct ContractSetting {
 struct RawFile {
     database_url: Option<String>,
     amqp_url: Option<String>,
+    amqp_urls: Option<Vec<String>>,
     bind: Option<String>,
     log_format: Option<String>,
     site_root: Option<String>,
@@ -336,7 +339,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     parse::take_overrides();
     let database_url =
         url("database_url", "DATABASE_URL", pick(env, "DATABASE_URL", raw.database_url), &["postgres", "postgresql"])?;
-    let amqp_url = url("amqp_url", "AMQP_URL", pick(env, "AMQP_URL", raw.amqp_url), &["amqp", "amqps"])?;
+    let amqp_url = parse::amqp_urls(env, raw.amqp_url, raw.amqp_urls)?;
     let bind_raw = pick(env, "REVENANT_BIND", raw.bind).unwrap_or_else(|| "127.0.0.1:3000".into());
     let bind = bind_raw.parse::<SocketAddr>().map_err(|_| SettingsError::Invalid {
         key: "bind",
@@ -532,8 +535,10 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
     })
 }
 
-/// The vhost an AMQP URL names ("/" when none), percent-decoded.
+/// The vhost an AMQP URL names ("/" when none), percent-decoded; of a list, the first's
+/// (settings check that all name the same).
 pub fn vhost_of(amqp_url: &str) -> String {
+    let amqp_url = crate::amqp::first_url(amqp_url);
     let rest = amqp_url.split_once("://").map(|(_, r)| r).unwrap_or(amqp_url);
     let path = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
     let path = path.split('?').next().unwrap_or("");

@@ -13,7 +13,12 @@ pub mod outbox_list;
 pub mod relay;
 pub mod replay;
 
-use std::{collections::HashMap, future::Future, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    sync::atomic::{AtomicBool, Ordering::Relaxed},
+    time::Duration,
+};
 
 use anyhow::Context;
 use clap::Subcommand;
@@ -49,17 +54,26 @@ pub enum BenchCommand {
         /// throwaway database, relayed through its mapping).
         #[arg(long, default_value = "revenant")]
         source: String,
+        /// Quorum queues instead of classic ones (for a cluster: `AMQP_URLS`, docs/CLUSTER.md).
+        #[arg(long)]
+        quorum: bool,
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
         /// Messages (1 KiB, persistent) in each of the three queues (ack-only, ingest, one-at-a-time).
         #[arg(long, default_value_t = 20_000)]
         messages: u32,
+        /// Quorum queues instead of classic ones.
+        #[arg(long)]
+        quorum: bool,
     },
     /// A replay plan (no rate limit) against raw publishing with confirms.
     Replay {
         #[arg(long, default_value_t = 5_000)]
         messages: u32,
+        /// Quorum queues instead of classic ones.
+        #[arg(long)]
+        quorum: bool,
     },
     /// Outbox list and count queries on a large `outbox` table.
     OutboxList {
@@ -89,11 +103,18 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Relay { events, window, sample, latency_secs, source } => {
+        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum } => {
+            QUORUM.store(quorum, Relaxed);
             relay::run(settings, events, &window, sample, latency_secs, &source).await
         }
-        BenchCommand::Ingest { messages } => ingest::run(settings, messages).await,
-        BenchCommand::Replay { messages } => replay::run(settings, messages).await,
+        BenchCommand::Ingest { messages, quorum } => {
+            QUORUM.store(quorum, Relaxed);
+            ingest::run(settings, messages).await
+        }
+        BenchCommand::Replay { messages, quorum } => {
+            QUORUM.store(quorum, Relaxed);
+            replay::run(settings, messages).await
+        }
         BenchCommand::OutboxList { rows, runs } => outbox_list::run(settings, rows, runs).await,
         BenchCommand::DeadLetterList { rows, runs, keep, database } => {
             dead_letter_list::run(settings, rows, runs, keep, database).await
@@ -162,12 +183,20 @@ pub async fn interruptible<T>(body: impl Future<Output = anyhow::Result<T>>) -> 
 
 /// A durable queue with a unique name: persistent messages in it are written to disk, as
 /// they would be in production.
+/// `--quorum`: every queue of this bench run (the ceilings' too) is a quorum queue.
+static QUORUM: AtomicBool = AtomicBool::new(false);
+
+/// The bench's queue type as its header says it: `classic` or `quorum`.
+pub fn queue_kind() -> &'static str {
+    if QUORUM.load(Relaxed) { "quorum" } else { "classic" }
+}
+
 pub async fn declare_queue(ch: &Channel, prefix: &str) -> anyhow::Result<String> {
     let name = format!("{prefix}.{}", uuid::Uuid::new_v4().simple());
     let opts = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
-    ch.queue_declare(name.as_str().into(), opts, FieldTable::default())
-        .await
-        .with_context(|| format!("cannot declare queue {name}"))?;
+    let mut args = FieldTable::default();
+    args.insert("x-queue-type".into(), lapin::types::AMQPValue::LongString(queue_kind().into()));
+    ch.queue_declare(name.as_str().into(), opts, args).await.with_context(|| format!("cannot declare queue {name}"))?;
     Ok(name)
 }
 

@@ -99,7 +99,7 @@ pub async fn run_sampler(
     every: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let vhost = lapin::uri::AMQPUri::from_str(&amqp_url)
+    let vhost = lapin::uri::AMQPUri::from_str(crate::amqp::first_url(&amqp_url))
         .map_err(|e| anyhow::anyhow!("AMQP_URL is not a valid AMQP URI: {e}"))?
         .vhost;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().context("http client")?;

@@ -108,6 +108,7 @@ impl Received {
 
     /// SHA-256 over the queue, every property (absent and empty told apart), the canonical
     /// header encoding (a BTreeMap, so key order is fixed) and the body.
+    /// One key per message, whatever delivery of it this is (see [`PER_DELIVERY_HEADERS`]).
     pub fn natural_key(&self) -> String {
         let p = &self.properties;
         let mut h = Sha256::new();
@@ -138,12 +139,24 @@ impl Received {
         ] {
             field(v.as_deref());
         }
-        let headers = self.headers_json().map(|j| j.to_string().into_bytes());
+        // A quorum queue adds `x-delivery-count` each time it redelivers a message (after a
+        // consumer's connection is lost, say): the same dead letter, so not part of its key.
+        // Without it, no headers and an empty table are the same message.
+        let headers = self.headers_json().and_then(|mut j| {
+            let map = j.as_object_mut()?;
+            for k in PER_DELIVERY_HEADERS {
+                map.remove(*k);
+            }
+            (!map.is_empty()).then(|| j.to_string().into_bytes())
+        });
         field(headers.as_deref());
         field(Some(&self.body));
         hex::encode(h.finalize())
     }
 }
+
+/// Headers the broker sets per delivery rather than per message; left out of the natural key.
+pub const PER_DELIVERY_HEADERS: &[&str] = &["x-delivery-count"];
 
 #[cfg(test)]
 mod tests {
@@ -169,9 +182,29 @@ mod tests {
         let mut other_queue = msg("1", b"x");
         other_queue.queue = "dlq2".into();
         assert_ne!(a.natural_key(), other_queue.natural_key());
-        let mut empty_headers = msg("1", b"x");
-        empty_headers.properties = empty_headers.properties.with_headers(FieldTable::default());
-        assert_ne!(a.natural_key(), empty_headers.natural_key());
+        let mut with_header = msg("1", b"x");
+        let mut h = FieldTable::default();
+        h.insert("x-tenant".into(), AMQPValue::LongString("a".into()));
+        with_header.properties = with_header.properties.with_headers(h);
+        assert_ne!(a.natural_key(), with_header.natural_key());
+    }
+
+    #[test]
+    fn a_quorum_queue_redelivery_has_the_key_of_its_first_delivery() {
+        let mut first = msg("1", b"x");
+        let mut h = FieldTable::default();
+        h.insert("x-tenant".into(), AMQPValue::LongString("a".into()));
+        first.properties = first.properties.with_headers(h.clone());
+        let mut again = msg("1", b"x");
+        h.insert("x-delivery-count".into(), AMQPValue::LongLongInt(2));
+        again.properties = again.properties.with_headers(h);
+        assert_eq!(first.natural_key(), again.natural_key());
+        // A message published without headers comes back with only x-delivery-count.
+        let mut bare_again = msg("1", b"x");
+        let mut only = FieldTable::default();
+        only.insert("x-delivery-count".into(), AMQPValue::LongLongInt(1));
+        bare_again.properties = bare_again.properties.with_headers(only);
+        assert_eq!(msg("1", b"x").natural_key(), bare_again.natural_key());
     }
 
     #[test]

@@ -120,3 +120,63 @@ pub(super) fn synchronous_commit(
         Some(v) => Err(SettingsError::Invalid { key, env: envname, reason: format!("`{v}` is not on or off") }),
     }
 }
+
+/// The broker: `amqp_url` (one node) or `amqp_urls` (several nodes of one cluster; the env
+/// variable is comma-separated), joined with commas for [`crate::amqp::connect`], which
+/// tries them in turn. Each entry must be an AMQP URL, and all must name the same vhost
+/// (the console reads one vhost). Setting both keys is an error: which one wins would be a
+/// guess.
+pub(super) fn amqp_urls(
+    env: &dyn Fn(&str) -> Option<String>,
+    single: Option<String>,
+    several: Option<Vec<String>>,
+) -> Result<String, SettingsError> {
+    let one = pick(env, "AMQP_URL", single);
+    let many = match env("AMQP_URLS") {
+        Some(v) => {
+            note_override("AMQP_URLS", true, several.is_some());
+            list(Some(v))
+        }
+        None => several.map(|v| v.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
+    };
+    let (key, envname, urls) = match (one, many) {
+        (Some(_), Some(_)) => {
+            return Err(SettingsError::Invalid {
+                key: "amqp_urls",
+                env: "AMQP_URLS",
+                reason: "set either amqp_url (AMQP_URL) or amqp_urls (AMQP_URLS), not both".into(),
+            });
+        }
+        (Some(u), None) => ("amqp_url", "AMQP_URL", vec![u]),
+        (None, Some(v)) if !v.is_empty() => ("amqp_urls", "AMQP_URLS", v),
+        (None, Some(_)) => {
+            return Err(SettingsError::Invalid { key: "amqp_urls", env: "AMQP_URLS", reason: "lists no URL".into() });
+        }
+        (None, None) => return Err(SettingsError::Missing { key: "amqp_url", env: "AMQP_URL" }),
+    };
+    let mut vhost: Option<String> = None;
+    for (i, u) in urls.iter().enumerate() {
+        let u = url(key, envname, Some(u.clone()), &["amqp", "amqps"])?;
+        let parsed = <lapin::uri::AMQPUri as std::str::FromStr>::from_str(&u).map_err(|e| SettingsError::Invalid {
+            key,
+            env: envname,
+            reason: format!("URL {} is not an AMQP URL: {e}", i + 1),
+        })?;
+        match &vhost {
+            None => vhost = Some(parsed.vhost),
+            Some(v) if *v != parsed.vhost => {
+                return Err(SettingsError::Invalid {
+                    key,
+                    env: envname,
+                    reason: format!(
+                        "URL {} names vhost `{}`, the first names `{v}`: use one vhost",
+                        i + 1,
+                        parsed.vhost
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(urls.join(","))
+}

@@ -193,3 +193,39 @@ fn printing_the_settings_never_shows_a_password_or_token() {
     assert!(!printed.contains("hunter2"), "{printed}");
     assert_eq!(s.amqp_url.expose_secret(), "amqp://revenant:mq-hunter2@mq/%2f", "the value is kept for use");
 }
+
+const DB: (&str, &str) = ("DATABASE_URL", "postgres://localhost/x");
+
+#[test]
+fn several_amqp_urls_are_kept_in_order_for_failover() {
+    let e = [DB, ("AMQP_URLS", "amqp://g:p@n1:5681/%2f, amqp://g:p@n2:5682/%2f,amqp://g:p@n3:5683/%2f")];
+    let s = build(RawFile::default(), &env_of(&e)).unwrap();
+    let list = s.amqp_url.expose_secret();
+    assert_eq!(crate::amqp::urls(list), ["amqp://g:p@n1:5681/%2f", "amqp://g:p@n2:5682/%2f", "amqp://g:p@n3:5683/%2f"]);
+    assert_eq!(vhost_of(list), "/");
+    assert_eq!(crate::amqp::node_of(crate::amqp::urls(list)[1]), "n2:5682");
+
+    let raw: RawFile = toml::from_str("amqp_urls = [\"amqp://a/v\", \"amqp://b/v\"]\n").unwrap();
+    let s = build(raw, &env_of(&[DB])).unwrap();
+    assert_eq!(s.amqp_url.expose_secret(), "amqp://a/v,amqp://b/v");
+    assert_eq!(s.topology_vhost, "v");
+}
+
+#[test]
+fn amqp_url_and_amqp_urls_together_or_mixed_vhosts_are_refused() {
+    let both = [DB, ("AMQP_URL", "amqp://a"), ("AMQP_URLS", "amqp://a,amqp://b")];
+    let err = build(RawFile::default(), &env_of(&both)).unwrap_err().to_string();
+    assert!(err.contains("not both"), "{err}");
+
+    let mixed = [DB, ("AMQP_URLS", "amqp://a/one,amqp://b/two")];
+    let err = build(RawFile::default(), &env_of(&mixed)).unwrap_err().to_string();
+    assert!(err.contains("`amqp_urls` (AMQP_URLS)") && err.contains("vhost `two`"), "{err}");
+
+    let bad = [DB, ("AMQP_URLS", "amqp://a,http://b")];
+    let err = build(RawFile::default(), &env_of(&bad)).unwrap_err().to_string();
+    assert!(err.contains("must start with amqp://"), "{err}");
+
+    let empty = [DB, ("AMQP_URLS", " , ")];
+    let err = build(RawFile::default(), &env_of(&empty)).unwrap_err().to_string();
+    assert!(err.contains("lists no URL"), "{err}");
+}

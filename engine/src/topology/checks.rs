@@ -29,6 +29,10 @@ pub const MANUAL_ACK: &str = "manual-ack";
 pub const UNROUTABLE: &str = "unroutable";
 pub const MEMORY_ALARM: &str = "memory-alarm";
 pub const DISK_ALARM: &str = "disk-alarm";
+pub const NODE_RUNNING: &str = "node-running";
+pub const PARTITION: &str = "partition";
+pub const REPLICAS: &str = "replicas";
+pub const DEAD_LETTER_QUEUE_TYPE: &str = "dead-letter-queue-type";
 
 /// Every check, with what it verifies: what an unreachable report says it could not do.
 pub const ALL: &[(&str, &str)] = &[
@@ -44,7 +48,14 @@ pub const ALL: &[(&str, &str)] = &[
     (UNROUTABLE, "exchanges do not silently drop unroutable messages"),
     (MEMORY_ALARM, "no node has a memory alarm"),
     (DISK_ALARM, "no node has a disk alarm"),
+    (NODE_RUNNING, "every cluster node is running"),
+    (PARTITION, "no node is partitioned from another"),
+    (REPLICAS, "quorum queues have three members, all online, and a quorum"),
+    (DEAD_LETTER_QUEUE_TYPE, "a quorum queue's dead letters go to a quorum DLQ"),
 ];
+
+/// Members a quorum queue needs to survive the loss of one node.
+pub const MIN_MEMBERS: usize = 3;
 
 /// Above this many unacknowledged messages a queue warns whatever the rates say.
 pub const UNACKED_PILE: i64 = 10_000;
@@ -90,6 +101,18 @@ pub struct QueueReport {
     pub messages_ready: Option<i64>,
     pub messages_unacknowledged: Option<i64>,
     pub rates: Rates,
+    /// Where the queue lives: its type, and a classic queue's node or a quorum queue's
+    /// leader, members and members online (empty when the broker does not say).
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub node: Option<String>,
+    #[serde(default)]
+    pub leader: Option<String>,
+    #[serde(default)]
+    pub members: Vec<String>,
+    #[serde(default)]
+    pub online: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,7 +161,33 @@ pub fn node_reports(t: &Topology) -> Vec<NodeReport> {
             } else {
                 Check::pass(DISK_ALARM, format!("no disk alarm on {}", n.name))
             };
-            NodeReport { node: n.name.clone(), checks: vec![mem, disk] }
+            let mut checks = vec![mem, disk];
+            if t.nodes.len() > 1 {
+                checks.push(if n.running {
+                    Check::pass(NODE_RUNNING, format!("{} is running", n.name))
+                } else {
+                    Check::new(
+                        NODE_RUNNING,
+                        Verdict::Fail,
+                        format!(
+                            "{} is down: its quorum queue members are offline and queues that live only there are unavailable",
+                            n.name
+                        ),
+                        format!("start it (`rabbitmqctl -n {} start_app`) or remove it from the cluster", n.name),
+                    )
+                });
+                checks.push(if n.partitions.is_empty() {
+                    Check::pass(PARTITION, format!("{} sees every other node", n.name))
+                } else {
+                    Check::new(
+                        PARTITION,
+                        Verdict::Fail,
+                        format!("{} is partitioned from {}: the two sides may accept different writes", n.name, list(&n.partitions)),
+                        "restore the network between the nodes, then restart the minority side",
+                    )
+                });
+            }
+            NodeReport { node: n.name.clone(), checks }
         })
         .collect()
 }
@@ -220,10 +269,61 @@ fn quorum(q: &Queue) -> Check {
         other => Check::new(
             QUORUM,
             Verdict::Fail,
-            format!("a {other} queue lives on one node: losing that node loses or blocks it"),
+            match &q.node {
+                Some(n) => format!("a {other} queue lives on one node ({n}): losing that node loses or blocks it"),
+                None => format!("a {other} queue lives on one node: losing that node loses or blocks it"),
+            },
             "recreate it with x-queue-type = quorum and move consumers over",
         ),
     }
+}
+
+/// A quorum queue's members in a cluster: a quorum (a majority online) keeps it available,
+/// three members let it lose one node. Left out on a single node and when the broker does
+/// not report members.
+fn replicas(t: &Topology, q: &Queue, level: Level) -> Option<Check> {
+    if q.kind != "quorum" || t.nodes.len() < 2 || q.members.is_empty() {
+        return None;
+    }
+    let (m, on) = (q.members.len(), q.online.iter().filter(|n| q.members.contains(n)).count());
+    let leader = q.leader.as_deref().unwrap_or("no leader");
+    let offline: Vec<&String> = q.members.iter().filter(|n| !q.online.contains(n)).collect();
+    Some(if on < m / 2 + 1 {
+        Check::new(
+            REPLICAS,
+            Verdict::Fail,
+            format!(
+                "no quorum: {on} of {m} members online ({} offline); the queue accepts and delivers nothing",
+                list(&offline)
+            ),
+            "start the offline nodes; a quorum queue needs a majority of its members",
+        )
+    } else if m < MIN_MEMBERS {
+        Check::new(
+            REPLICAS,
+            strict(level),
+            format!(
+                "{m} member(s) ({}): losing {} loses the quorum",
+                list(&q.members),
+                if m == 1 { "its node" } else { "one node" }
+            ),
+            format!(
+                "grow it to {MIN_MEMBERS} members: `rabbitmq-queues grow NODE all` or redeclare it on a cluster of {MIN_MEMBERS}"
+            ),
+        )
+    } else if !offline.is_empty() {
+        Check::new(
+            REPLICAS,
+            Verdict::Warn,
+            format!(
+                "{on} of {m} members online ({} offline, leader {leader}): one more loss stops the queue",
+                list(&offline)
+            ),
+            "start the offline node; its member catches up on its own",
+        )
+    } else {
+        Check::pass(REPLICAS, format!("leader {leader}, {m} members online"))
+    })
 }
 
 fn consumers(q: &Queue, level: Level) -> Check {
@@ -316,6 +416,20 @@ fn dead_letter_checks(t: &Topology, q: &Queue, level: Level, roles: &[Role], wat
     if x.queues.is_empty() {
         return out;
     }
+    if q.kind == "quorum" && t.nodes.len() > 1 {
+        let classic: Vec<&String> =
+            x.queues.iter().filter(|n| t.queues.iter().any(|d| &d.name == *n && d.kind == "classic")).collect();
+        out.push(if classic.is_empty() {
+            Check::pass(DEAD_LETTER_QUEUE_TYPE, format!("dead letters go to quorum queue(s) {}", list(&x.queues)))
+        } else {
+            Check::new(
+                DEAD_LETTER_QUEUE_TYPE,
+                strict(level),
+                format!("a quorum queue dead-letters into classic {}: they live on one node, and losing it loses the dead letters", list(&classic)),
+                "recreate the DLQ as a quorum queue, and set dead-letter-strategy at-least-once with overflow reject-publish on this queue",
+            )
+        });
+    }
     let retry: HashSet<&str> =
         t.queues.iter().zip(roles).filter(|(_, r)| **r == Role::Retry).map(|(q, _)| q.name.as_str()).collect();
     let dlqs: Vec<&String> = x.queues.iter().filter(|n| !retry.contains(n.as_str())).collect();
@@ -341,7 +455,8 @@ fn dead_letter_checks(t: &Topology, q: &Queue, level: Level, roles: &[Role], wat
 }
 
 fn redelivery(t: &Topology, q: &Queue, level: Level, roles: &[Role]) -> Check {
-    if let Some(n) = dl::delivery_limit(q).filter(|_| q.kind == "quorum") {
+    let limit = dl::delivery_limit(q).filter(|_| q.kind == "quorum");
+    if let Some(n) = limit.filter(|&n| n > 0) {
         return Check::pass(
             BOUNDED_REDELIVERY,
             format!("delivery limit {n}: a poison message dead-letters after {n} redeliveries"),
@@ -353,7 +468,11 @@ fn redelivery(t: &Topology, q: &Queue, level: Level, roles: &[Role]) -> Check {
     if let Some(r) = retry_queue {
         return Check::pass(BOUNDED_REDELIVERY, format!("failed messages wait in retry queue `{r}` and come back"));
     }
-    let why = if q.kind == "quorum" {
+    let unbounded =
+        limit.map(|n| format!("x-delivery-limit {n} is unbounded: a message requeued on every failure loops forever"));
+    let why = if let Some(u) = unbounded.as_deref() {
+        u
+    } else if q.kind == "quorum" {
         "quorum queue without x-delivery-limit: a message requeued on every failure loops forever"
     } else {
         "classic queues have no delivery limit: a message requeued on every failure loops forever"
@@ -387,6 +506,9 @@ pub fn queue_reports(t: &Topology, contracts: &[Contract], watched: &HashSet<Str
             if level == Level::Critical {
                 checks.push(quorum(q));
             }
+            if cares {
+                checks.extend(replicas(t, q, level));
+            }
             if cares && role == Role::Work && !stream {
                 checks.extend(dead_letter_checks(t, q, level, &roles, watched));
                 checks.push(redelivery(t, q, level, &roles));
@@ -411,6 +533,11 @@ pub fn queue_reports(t: &Topology, contracts: &[Contract], watched: &HashSet<Str
                 messages_ready: q.messages_ready,
                 messages_unacknowledged: q.messages_unacknowledged,
                 rates: q.rates,
+                kind: q.kind.clone(),
+                node: q.node.clone(),
+                leader: q.leader.clone(),
+                members: q.members.clone(),
+                online: q.online.clone(),
             }
         })
         .collect()

@@ -40,6 +40,9 @@ pub struct Node {
     pub disk_free_alarm: bool,
     #[serde(default = "yes")]
     pub running: bool,
+    /// Nodes this one cannot reach while they are up (a network partition).
+    #[serde(default)]
+    pub partitions: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -68,6 +71,16 @@ pub struct Queue {
     pub messages_unacknowledged: Option<i64>,
     #[serde(default, rename = "message_stats", deserialize_with = "rates")]
     pub rates: Rates,
+    /// The node a classic queue lives on (quorum queues report `leader` instead).
+    #[serde(default)]
+    pub node: Option<String>,
+    /// A quorum queue's leader, its members and the members online now.
+    #[serde(default)]
+    pub leader: Option<String>,
+    #[serde(default)]
+    pub members: Vec<String>,
+    #[serde(default)]
+    pub online: Vec<String>,
 }
 
 fn classic() -> String {
@@ -217,7 +230,8 @@ impl<'a> Api<'a> {
         let overview: Overview = self.get("/api/overview?columns=rabbitmq_version,cluster_name").await?;
         let queues_path = format!(
             "/api/queues/{v}?columns=name,durable,auto_delete,exclusive,type,arguments,\
-             effective_policy_definition,consumers,messages_ready,messages_unacknowledged,message_stats"
+             effective_policy_definition,consumers,messages_ready,messages_unacknowledged,message_stats,\
+             node,leader,members,online"
         );
         let exchanges_path =
             format!("/api/exchanges/{v}?columns=name,type,durable,auto_delete,internal,arguments,policy");
@@ -225,7 +239,7 @@ impl<'a> Api<'a> {
         let consumers_path = format!("/api/consumers/{v}");
         let policies_path = format!("/api/policies/{v}");
         let (nodes, queues, mut exchanges, bindings, consumers, policies) = tokio::try_join!(
-            self.get::<Vec<Node>>("/api/nodes?columns=name,mem_alarm,disk_free_alarm,running"),
+            self.get::<Vec<Node>>("/api/nodes?columns=name,mem_alarm,disk_free_alarm,running,partitions"),
             self.get::<Vec<Queue>>(&queues_path),
             self.get::<Vec<Exchange>>(&exchanges_path),
             self.get::<Vec<Binding>>(&bindings_path),
@@ -295,6 +309,22 @@ mod tests {
         assert_eq!(q.rates.publish, Some(1.5));
         assert_eq!(q.rates.deliver, None);
         assert_eq!(q.consumers, Some(2));
+    }
+
+    #[test]
+    fn a_quorum_queue_reports_its_leader_and_members_and_a_node_its_partitions() {
+        let q: Queue = serde_json::from_value(serde_json::json!({
+            "name": "orders", "type": "quorum", "leader": "rvn1@localhost",
+            "members": ["rvn1@localhost", "rvn3@localhost", "rvn2@localhost"], "online": ["rvn1@localhost"]
+        }))
+        .unwrap();
+        assert_eq!(q.leader.as_deref(), Some("rvn1@localhost"));
+        assert_eq!((q.members.len(), q.online.len(), q.node), (3, 1, None));
+        let n: Node =
+            serde_json::from_value(serde_json::json!({"name": "rvn2@localhost", "partitions": ["rvn3@localhost"]}))
+                .unwrap();
+        assert!(n.running, "a node without the field counts as running");
+        assert_eq!(n.partitions, ["rvn3@localhost"]);
     }
 
     #[test]

@@ -92,8 +92,9 @@ async fn bench(
     let prefetch = settings.ingest.prefetch;
     let (batch, linger) = (settings.ingest.batch, settings.ingest.linger);
     println!(
-        "ingest bench: {n} dead letters of {BODY_BYTES} B, persistent, in each of three durable queues; \
+        "ingest bench: {n} dead letters of {BODY_BYTES} B, persistent, in each of three durable {} queues; \
          prefetch {prefetch}, batch {batch}, linger {} ms",
+        super::queue_kind(),
         linger.as_millis()
     );
     let run_id = uuid::Uuid::new_v4().simple().to_string();

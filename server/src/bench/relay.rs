@@ -94,9 +94,10 @@ async fn bench(
     latency_secs: u64,
 ) -> anyhow::Result<()> {
     println!(
-        "relay bench: durable queue, persistent messages of ~250 B, mandatory, confirms; \
+        "relay bench: durable {} queue, persistent messages of ~250 B, mandatory, confirms; \
          {sample} events one at a time and at window 1, {events} per other run (claim batch {}, mark_batch {}, \
          mark_flush {} ms, synchronous_commit {})",
+        super::queue_kind(),
         settings.relay.batch,
         settings.relay.mark_batch,
         settings.relay.mark_flush.as_millis(),

@@ -80,7 +80,8 @@ async fn bench(
     let cfg = PublisherConfig::default();
     let window = cfg.window.max(1);
     println!(
-        "replay bench: {n} messages of 1 KiB, persistent, durable queues, window {window}, mark_batch {}, mark_flush {} ms",
+        "replay bench: {n} messages of 1 KiB, persistent, durable {} queues, window {window}, mark_batch {}, mark_flush {} ms",
+        super::queue_kind(),
         cfg.mark_batch,
         cfg.mark_flush.as_millis()
     );

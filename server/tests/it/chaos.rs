@@ -25,10 +25,28 @@ fn events() -> i64 {
 }
 
 pub(crate) fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Child {
+    spawn_on(role, db_url, ("AMQP_URL", &engine::testing::amqp_url()), extra)
+}
+
+/// Where a spawned process's logs go: nowhere, or with `CHAOS_LOG=FILE` appended to FILE
+/// (to see why a failure path test failed: `CHAOS_LOG=/tmp/chaos.log RUST_LOG=info …`).
+fn output() -> Stdio {
+    match std::env::var("CHAOS_LOG") {
+        Ok(path) => {
+            std::fs::OpenOptions::new().create(true).append(true).open(path).map_or_else(|_| Stdio::null(), Stdio::from)
+        }
+        Err(_) => Stdio::null(),
+    }
+}
+
+/// [`spawn`] with the broker given as `(variable, value)`: `AMQP_URL` or `AMQP_URLS`.
+pub(crate) fn spawn_on(role: &str, db_url: &str, broker: (&str, &str), extra: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_revenant"));
     cmd.arg(role)
         .env("DATABASE_URL", db_url)
-        .env("AMQP_URL", engine::testing::amqp_url())
+        .env_remove("AMQP_URL")
+        .env_remove("AMQP_URLS")
+        .env(broker.0, broker.1)
         .env("REVENANT_RELAY_WINDOW", WINDOW.to_string())
         .env("REVENANT_RELAY_MARK_BATCH", MARK_BATCH.to_string())
         .env("REVENANT_RELAY_LEASE_SECS", "3")
@@ -38,8 +56,8 @@ pub(crate) fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Child {
         .env("REVENANT_RELAY_BACKOFF_MAX_MS", "1000")
         .env_remove("REVENANT_CONFIG")
         .current_dir(std::env::temp_dir())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdout(output())
+        .stderr(output());
     for (k, v) in extra {
         cmd.env(k, v);
     }

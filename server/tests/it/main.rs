@@ -12,6 +12,7 @@ mod audit;
 mod chaos;
 mod chaos_mapped;
 mod cli;
+mod cluster;
 mod dlq_cli;
 mod hardening;
 mod harness;

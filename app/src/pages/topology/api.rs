@@ -35,6 +35,46 @@ pub struct QueueView {
     /// For a dead-letter queue: whether it is in Revenant's watched set (ingested).
     #[serde(default)]
     pub watched: Option<bool>,
+    #[serde(default)]
+    pub placement: Placement,
+}
+
+/// Where a queue lives: its type, a classic queue's node, a quorum queue's leader and members.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Placement {
+    pub kind: String,
+    pub node: Option<String>,
+    pub leader: Option<String>,
+    pub members: Vec<String>,
+    pub online: Vec<String>,
+}
+
+impl Placement {
+    /// One line for the queue's row: `quorum · leader rvn1@h · 3/3 members online`.
+    pub fn summary(&self) -> String {
+        let mut parts = vec![if self.kind.is_empty() { "classic".to_string() } else { self.kind.clone() }];
+        if let Some(n) = &self.node {
+            parts.push(format!("on {n}"));
+        }
+        if !self.members.is_empty() {
+            parts.push(format!("leader {}", self.leader.as_deref().unwrap_or("none")));
+            let on = self.members.iter().filter(|m| self.online.contains(m)).count();
+            parts.push(format!("{on}/{} members online", self.members.len()));
+        }
+        parts.join(" · ")
+    }
+
+    /// The members, each marked offline when it is: for the row's second line.
+    pub fn members_line(&self) -> Option<String> {
+        (!self.members.is_empty()).then(|| {
+            let each: Vec<String> = self
+                .members
+                .iter()
+                .map(|m| if self.online.contains(m) { m.clone() } else { format!("{m} (offline)") })
+                .collect();
+            format!("members {}", each.join(", "))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

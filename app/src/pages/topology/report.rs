@@ -117,10 +117,13 @@ fn Nodes(nodes: Vec<NodeView>) -> impl IntoView {
                 {nodes.into_iter().map(|n| {
                     let (bad, good) = split(n.checks);
                     let ok = bad.is_empty();
+                    // In a cluster the node checks also say it runs and sees the others.
+                    let clustered = good.iter().any(|c| c.name == "node-running");
+                    let all_clear = if clustered { "running, no alarm, no partition" } else { "no memory or disk alarm" };
                     view! {
                         <div class="flex flex-wrap items-baseline gap-2">
                             <span class="font-mono text-xs">{n.name}</span>
-                            {ok.then(|| view! { <Pill text="pass" /><span class="muted text-xs">"no memory or disk alarm"</span> })}
+                            {ok.then(|| view! { <Pill text="pass" /><span class="muted text-xs">{all_clear}</span> })}
                         </div>
                         {(!ok).then(|| view! {
                             <ul class="ml-4 space-y-0.5">{bad.into_iter().map(|c| view! { <CheckLine c /> }).collect_view()}</ul>
@@ -193,7 +196,11 @@ fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
     view! {
         <tbody data-testid="queue" class=("bg-red-50/60", critical_failing) class=("dark:bg-red-950/30", critical_failing)>
             <tr>
-                <td class="font-mono text-xs break-all max-w-xs" data-testid="queue-name">{q.name.clone()}</td>
+                <td class="font-mono text-xs break-all max-w-xs">
+                    <div data-testid="queue-name">{q.name.clone()}</div>
+                    <div class="muted" data-testid="queue-placement">{q.placement.summary()}</div>
+                    {q.placement.members_line().map(|m| view! { <div class="muted" data-testid="queue-members">{m}</div> })}
+                </td>
                 <td class="whitespace-nowrap" data-testid="queue-level">
                     <Pill text=q.level.clone() />
                     {via.map(|v| view! { <div class="text-xs muted font-mono break-all">{v}</div> })}

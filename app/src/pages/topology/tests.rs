@@ -1,6 +1,6 @@
 //! The Topology page's ordering, counting and rendering, without a browser or a broker.
 
-use super::api::{CheckView, QueueView, TopologyView, sort_queues};
+use super::api::{CheckView, Placement, QueueView, TopologyView, sort_queues};
 
 fn check(name: &str, verdict: &str) -> CheckView {
     CheckView {
@@ -24,6 +24,7 @@ fn queue(name: &str, level: &str, verdicts: &[&str]) -> QueueView {
         publish_rate: None,
         deliver_rate: None,
         checks: verdicts.iter().enumerate().map(|(i, v)| check(&format!("c{i}"), v)).collect(),
+        placement: Placement::default(),
     }
 }
 
@@ -117,4 +118,20 @@ mod render {
         assert!(!page.contains("<img"), "a queue name became markup: {page}");
         assert!(page.contains("&lt;img"), "{page}");
     }
+}
+
+#[test]
+fn a_quorum_queue_shows_its_leader_and_members_and_a_classic_one_its_node() {
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let q = Placement {
+        kind: "quorum".into(),
+        node: None,
+        leader: Some("rvn1@h".into()),
+        members: names(&["rvn1@h", "rvn2@h", "rvn3@h"]),
+        online: names(&["rvn1@h", "rvn3@h"]),
+    };
+    assert_eq!(q.summary(), "quorum · leader rvn1@h · 2/3 members online");
+    assert_eq!(q.members_line().unwrap(), "members rvn1@h, rvn2@h (offline), rvn3@h");
+    let c = Placement { kind: "classic".into(), node: Some("rvn2@h".into()), ..Placement::default() };
+    assert_eq!((c.summary(), c.members_line()), ("classic · on rvn2@h".to_string(), None));
 }

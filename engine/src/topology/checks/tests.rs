@@ -307,9 +307,11 @@ fn exchanges_that_can_drop_unroutable_messages_warn() {
 fn node_alarms_fail_and_are_reported_as_critical() {
     let mut t = compliant();
     t.nodes = vec![
-        Node { name: "rabbit@a".into(), mem_alarm: true, disk_free_alarm: false, running: true },
-        Node { name: "rabbit@b".into(), mem_alarm: false, disk_free_alarm: false, running: true },
+        Node { name: "rabbit@a".into(), mem_alarm: true, running: true, ..Node::default() },
+        Node { name: "rabbit@b".into(), running: true, ..Node::default() },
     ];
+    // In a cluster the critical queue's DLQ must be a quorum queue too (checked apart).
+    t.queues[1].kind = "quorum".into();
     let r = crate::topology::evaluate(&t, &[contract("work", Level::Critical)], &watched(&["dlq"]));
     let failing = failing_critical(&r);
     assert_eq!(failing.len(), 1, "{failing:#?}");
@@ -346,4 +348,108 @@ fn a_watched_queue_nothing_dead_letters_into_is_still_treated_as_a_dlq() {
     let as_dlq = queue_reports(&t, &[], &watched(&["errors"]));
     assert_eq!(as_dlq[0].role, Role::DeadLetter);
     assert!(!as_dlq[0].checks.iter().any(|c| c.name == DEAD_LETTER_EXCHANGE));
+}
+
+fn node(name: &str) -> Node {
+    Node { name: name.into(), running: true, ..Node::default() }
+}
+
+/// The compliant topology on a three-node cluster, its work queue on all three.
+fn clustered() -> Topology {
+    let mut t = compliant();
+    t.nodes = vec![node("n1"), node("n2"), node("n3")];
+    let all: Vec<String> = ["n1", "n2", "n3"].map(String::from).to_vec();
+    t.queues[0].leader = Some("n1".into());
+    t.queues[0].members = all.clone();
+    t.queues[0].online = all;
+    t
+}
+
+#[test]
+fn a_quorum_queue_on_three_online_members_passes_and_reports_its_leader() {
+    let t = clustered();
+    let c = check(&t, &[], &watched(&["dlq"]), "work", REPLICAS).unwrap();
+    assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
+    assert!(c.reason.contains("leader n1"), "{c:?}");
+    let r = queue_reports(&t, &[], &watched(&["dlq"]));
+    assert_eq!((r[0].kind.as_str(), r[0].members.len()), ("quorum", 3));
+    // On one node the check is left out: there is nowhere else to put a member.
+    assert!(check(&compliant(), &[], &watched(&["dlq"]), "work", REPLICAS).is_none());
+}
+
+#[test]
+fn a_quorum_queue_with_a_member_offline_warns_and_without_a_majority_fails() {
+    let mut t = clustered();
+    t.queues[0].online = vec!["n1".into(), "n2".into()];
+    let c = check(&t, &[], &watched(&["dlq"]), "work", REPLICAS).unwrap();
+    assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
+    assert!(c.reason.contains("2 of 3") && c.reason.contains("`n3`"), "{c:?}");
+    t.queues[0].online = vec!["n1".into()];
+    let c = check(&t, &[], &watched(&["dlq"]), "work", REPLICAS).unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert!(c.reason.starts_with("no quorum"), "{c:?}");
+}
+
+#[test]
+fn a_critical_quorum_queue_with_fewer_than_three_members_fails() {
+    let mut t = clustered();
+    t.queues[0].members = vec!["n1".into()];
+    t.queues[0].online = vec!["n1".into()];
+    let critical = [contract("work", Level::Critical)];
+    let c = check(&t, &critical, &watched(&["dlq"]), "work", REPLICAS).unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert!(c.reason.contains("losing its node"), "{c:?}");
+    assert_eq!(check(&t, &[], &watched(&["dlq"]), "work", REPLICAS).unwrap().verdict, Verdict::Warn);
+}
+
+#[test]
+fn a_critical_classic_queue_names_the_one_node_it_lives_on() {
+    let mut t = clustered();
+    t.queues[0].kind = "classic".into();
+    t.queues[0].node = Some("n2".into());
+    let c = check(&t, &[contract("work", Level::Critical)], &watched(&["dlq"]), "work", QUORUM).unwrap();
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert!(c.reason.contains("one node (n2)"), "{c:?}");
+}
+
+#[test]
+fn a_quorum_queue_dead_lettering_into_a_classic_dlq_warns_in_a_cluster() {
+    let mut t = clustered();
+    let c = check(&t, &[], &watched(&["dlq"]), "work", DEAD_LETTER_QUEUE_TYPE).unwrap();
+    assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
+    assert!(c.reason.contains("classic `dlq`") && c.fix.contains("at-least-once"), "{c:?}");
+    t.queues[1].kind = "quorum".into();
+    let c = check(&t, &[], &watched(&["dlq"]), "work", DEAD_LETTER_QUEUE_TYPE).unwrap();
+    assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
+    assert!(
+        check(&compliant(), &[], &watched(&["dlq"]), "work", DEAD_LETTER_QUEUE_TYPE).is_none(),
+        "one node: left out"
+    );
+}
+
+#[test]
+fn an_unbounded_delivery_limit_is_not_a_bound() {
+    let mut t = compliant();
+    t.queues[0].arguments.insert("x-delivery-limit".into(), json!(-1));
+    let c = check(&t, &[contract("work", Level::Critical)], &watched(&["dlq"]), "work", BOUNDED_REDELIVERY).unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert!(c.reason.contains("-1 is unbounded"), "{c:?}");
+}
+
+#[test]
+fn a_stopped_or_partitioned_node_fails_in_a_cluster() {
+    let mut t = clustered();
+    t.nodes[1].running = false;
+    t.nodes[2].partitions = vec!["n1".into()];
+    let r = crate::topology::evaluate(&t, &[], &watched(&["dlq"]));
+    let failing = failing_critical(&r);
+    let names: Vec<(&str, &str)> = failing
+        .iter()
+        .map(|f| match &f.subject {
+            crate::topology::Subject::Node(n) => (n.as_str(), f.check.name.as_str()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, [("n2", NODE_RUNNING), ("n3", PARTITION)]);
+    assert!(failing[0].check.fix.contains("rabbitmqctl -n n2 start_app"), "{:?}", failing[0].check);
 }

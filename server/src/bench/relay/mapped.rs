@@ -89,8 +89,9 @@ pub async fn bench(
     let source = engine::sources::open(&mapping(), pool).await?;
     println!(
         "relay bench, source mapped: a service table (varchar event ids, text payloads of ~250 B, flag + timestamp marks), \
-         durable queue, mandatory, confirms; {sample} events at window 1, {events} per other run (claim batch {}, \
+         durable {} queue, mandatory, confirms; {sample} events at window 1, {events} per other run (claim batch {}, \
          mark_batch {}, mark_flush {} ms)",
+        crate::bench::queue_kind(),
         settings.relay.batch,
         settings.relay.mark_batch,
         settings.relay.mark_flush.as_millis()
