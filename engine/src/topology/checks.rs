@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     contract::{self, Contract, Level},
     dead_lettering::{self as dl, Role},
-    fetch::{Exchange, Queue, Rates, Topology},
+    fetch::{Exchange, Placement, Queue, Rates, Topology},
     routing,
 };
 
@@ -101,18 +101,11 @@ pub struct QueueReport {
     pub messages_ready: Option<i64>,
     pub messages_unacknowledged: Option<i64>,
     pub rates: Rates,
-    /// Where the queue lives: its type, and a classic queue's node or a quorum queue's
-    /// leader, members and members online (empty when the broker does not say).
+    /// The queue's type, and where it lives.
     #[serde(default)]
     pub kind: String,
-    #[serde(default)]
-    pub node: Option<String>,
-    #[serde(default)]
-    pub leader: Option<String>,
-    #[serde(default)]
-    pub members: Vec<String>,
-    #[serde(default)]
-    pub online: Vec<String>,
+    #[serde(flatten)]
+    pub placement: Placement,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,7 +262,7 @@ fn quorum(q: &Queue) -> Check {
         other => Check::new(
             QUORUM,
             Verdict::Fail,
-            match &q.node {
+            match &q.placement.node {
                 Some(n) => format!("a {other} queue lives on one node ({n}): losing that node loses or blocks it"),
                 None => format!("a {other} queue lives on one node: losing that node loses or blocks it"),
             },
@@ -282,12 +275,13 @@ fn quorum(q: &Queue) -> Check {
 /// three members let it lose one node. Left out on a single node and when the broker does
 /// not report members.
 fn replicas(t: &Topology, q: &Queue, level: Level) -> Option<Check> {
-    if q.kind != "quorum" || t.nodes.len() < 2 || q.members.is_empty() {
+    let p = &q.placement;
+    if q.kind != "quorum" || t.nodes.len() < 2 || p.members.is_empty() {
         return None;
     }
-    let (m, on) = (q.members.len(), q.online.iter().filter(|n| q.members.contains(n)).count());
-    let leader = q.leader.as_deref().unwrap_or("no leader");
-    let offline: Vec<&String> = q.members.iter().filter(|n| !q.online.contains(n)).collect();
+    let (m, on) = (p.members.len(), p.online.iter().filter(|n| p.members.contains(n)).count());
+    let leader = p.leader.as_deref().unwrap_or("no leader");
+    let offline: Vec<&String> = p.members.iter().filter(|n| !p.online.contains(n)).collect();
     Some(if on < m / 2 + 1 {
         Check::new(
             REPLICAS,
@@ -304,7 +298,7 @@ fn replicas(t: &Topology, q: &Queue, level: Level) -> Option<Check> {
             strict(level),
             format!(
                 "{m} member(s) ({}): losing {} loses the quorum",
-                list(&q.members),
+                list(&p.members),
                 if m == 1 { "its node" } else { "one node" }
             ),
             format!(
@@ -534,10 +528,7 @@ pub fn queue_reports(t: &Topology, contracts: &[Contract], watched: &HashSet<Str
                 messages_unacknowledged: q.messages_unacknowledged,
                 rates: q.rates,
                 kind: q.kind.clone(),
-                node: q.node.clone(),
-                leader: q.leader.clone(),
-                members: q.members.clone(),
-                online: q.online.clone(),
+                placement: q.placement.clone(),
             }
         })
         .collect()

@@ -71,10 +71,16 @@ pub struct Queue {
     pub messages_unacknowledged: Option<i64>,
     #[serde(default, rename = "message_stats", deserialize_with = "rates")]
     pub rates: Rates,
-    /// The node a classic queue lives on (quorum queues report `leader` instead).
+    #[serde(flatten)]
+    pub placement: Placement,
+}
+
+/// Where a queue lives: a classic queue's node, a quorum queue's leader, members and the
+/// members online now (empty when the broker does not say).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
     #[serde(default)]
     pub node: Option<String>,
-    /// A quorum queue's leader, its members and the members online now.
     #[serde(default)]
     pub leader: Option<String>,
     #[serde(default)]
@@ -318,8 +324,9 @@ mod tests {
             "members": ["rvn1@localhost", "rvn3@localhost", "rvn2@localhost"], "online": ["rvn1@localhost"]
         }))
         .unwrap();
-        assert_eq!(q.leader.as_deref(), Some("rvn1@localhost"));
-        assert_eq!((q.members.len(), q.online.len(), q.node), (3, 1, None));
+        let p = &q.placement;
+        assert_eq!(p.leader.as_deref(), Some("rvn1@localhost"));
+        assert_eq!((p.members.len(), p.online.len(), p.node.clone()), (3, 1, None));
         let n: Node =
             serde_json::from_value(serde_json::json!({"name": "rvn2@localhost", "partitions": ["rvn3@localhost"]}))
                 .unwrap();

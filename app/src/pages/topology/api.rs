@@ -53,7 +53,8 @@ impl Placement {
     /// One line for the queue's row: `quorum · leader rvn1@h · 3/3 members online`.
     pub fn summary(&self) -> String {
         let mut parts = vec![if self.kind.is_empty() { "classic".to_string() } else { self.kind.clone() }];
-        if let Some(n) = &self.node {
+        // The management API names a quorum queue's leader as its `node` too: say it once.
+        if let Some(n) = self.node.as_ref().filter(|_| self.members.is_empty()) {
             parts.push(format!("on {n}"));
         }
         if !self.members.is_empty() {

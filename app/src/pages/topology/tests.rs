@@ -125,7 +125,8 @@ fn a_quorum_queue_shows_its_leader_and_members_and_a_classic_one_its_node() {
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let q = Placement {
         kind: "quorum".into(),
-        node: None,
+        // As the management API reports it: the leader is the queue's `node` as well.
+        node: Some("rvn1@h".into()),
         leader: Some("rvn1@h".into()),
         members: names(&["rvn1@h", "rvn2@h", "rvn3@h"]),
         online: names(&["rvn1@h", "rvn3@h"]),

@@ -359,9 +359,9 @@ fn clustered() -> Topology {
     let mut t = compliant();
     t.nodes = vec![node("n1"), node("n2"), node("n3")];
     let all: Vec<String> = ["n1", "n2", "n3"].map(String::from).to_vec();
-    t.queues[0].leader = Some("n1".into());
-    t.queues[0].members = all.clone();
-    t.queues[0].online = all;
+    t.queues[0].placement.leader = Some("n1".into());
+    t.queues[0].placement.members = all.clone();
+    t.queues[0].placement.online = all;
     t
 }
 
@@ -372,7 +372,7 @@ fn a_quorum_queue_on_three_online_members_passes_and_reports_its_leader() {
     assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
     assert!(c.reason.contains("leader n1"), "{c:?}");
     let r = queue_reports(&t, &[], &watched(&["dlq"]));
-    assert_eq!((r[0].kind.as_str(), r[0].members.len()), ("quorum", 3));
+    assert_eq!((r[0].kind.as_str(), r[0].placement.members.len()), ("quorum", 3));
     // On one node the check is left out: there is nowhere else to put a member.
     assert!(check(&compliant(), &[], &watched(&["dlq"]), "work", REPLICAS).is_none());
 }
@@ -380,11 +380,11 @@ fn a_quorum_queue_on_three_online_members_passes_and_reports_its_leader() {
 #[test]
 fn a_quorum_queue_with_a_member_offline_warns_and_without_a_majority_fails() {
     let mut t = clustered();
-    t.queues[0].online = vec!["n1".into(), "n2".into()];
+    t.queues[0].placement.online = vec!["n1".into(), "n2".into()];
     let c = check(&t, &[], &watched(&["dlq"]), "work", REPLICAS).unwrap();
     assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
     assert!(c.reason.contains("2 of 3") && c.reason.contains("`n3`"), "{c:?}");
-    t.queues[0].online = vec!["n1".into()];
+    t.queues[0].placement.online = vec!["n1".into()];
     let c = check(&t, &[], &watched(&["dlq"]), "work", REPLICAS).unwrap();
     assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
     assert!(c.reason.starts_with("no quorum"), "{c:?}");
@@ -393,8 +393,8 @@ fn a_quorum_queue_with_a_member_offline_warns_and_without_a_majority_fails() {
 #[test]
 fn a_critical_quorum_queue_with_fewer_than_three_members_fails() {
     let mut t = clustered();
-    t.queues[0].members = vec!["n1".into()];
-    t.queues[0].online = vec!["n1".into()];
+    t.queues[0].placement.members = vec!["n1".into()];
+    t.queues[0].placement.online = vec!["n1".into()];
     let critical = [contract("work", Level::Critical)];
     let c = check(&t, &critical, &watched(&["dlq"]), "work", REPLICAS).unwrap();
     assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
@@ -406,7 +406,7 @@ fn a_critical_quorum_queue_with_fewer_than_three_members_fails() {
 fn a_critical_classic_queue_names_the_one_node_it_lives_on() {
     let mut t = clustered();
     t.queues[0].kind = "classic".into();
-    t.queues[0].node = Some("n2".into());
+    t.queues[0].placement.node = Some("n2".into());
     let c = check(&t, &[contract("work", Level::Critical)], &watched(&["dlq"]), "work", QUORUM).unwrap();
     assert_eq!(c.verdict, Verdict::Fail);
     assert!(c.reason.contains("one node (n2)"), "{c:?}");

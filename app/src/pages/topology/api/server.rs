@@ -38,7 +38,13 @@ pub fn report_view(r: TopologyReport, management_off: bool) -> TopologyView {
             deliver_rate: q.rates.deliver,
             checks: q.checks.into_iter().map(check_view).collect(),
             watched: None,
-            placement: Placement { kind: q.kind, node: q.node, leader: q.leader, members: q.members, online: q.online },
+            placement: Placement {
+                kind: q.kind,
+                node: q.placement.node,
+                leader: q.placement.leader,
+                members: q.placement.members,
+                online: q.placement.online,
+            },
         })
         .collect();
     sort_queues(&mut queues);
