@@ -2,6 +2,7 @@
 //! sign-out and "who am I" server functions are in `api`.
 
 use serde::{Deserialize, Serialize};
+use types::Role;
 
 pub mod api;
 pub use api::*;
@@ -11,15 +12,15 @@ pub const SESSION_COOKIE: &str = "revenant_session";
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Caller {
     pub username: String,
-    pub role: String,
+    pub role: Role,
 }
 
 impl Caller {
     pub fn can_operate(&self) -> bool {
-        self.role == "operator" || self.role == "admin"
+        self.role.at_least(Role::Operator)
     }
     pub fn is_admin(&self) -> bool {
-        self.role == "admin"
+        self.role.at_least(Role::Admin)
     }
 }
 

@@ -40,12 +40,7 @@ pub fn clip(s: &str, max: usize) -> String {
 }
 
 /// Percent-encodes a query value (the browser does this for form GETs; links need it too).
-pub fn urlencode(s: &str) -> String {
-    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-    /// Everything but RFC 3986's unreserved characters.
-    const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
-    utf8_percent_encode(s, COMPONENT).to_string()
-}
+pub use types::routes::encode as urlencode;
 
 #[cfg(test)]
 mod tests {

@@ -114,7 +114,7 @@ fn UserBox() -> impl IntoView {
                 match who.await {
                     Ok(Some(m)) => view! {
                         <div class="flex items-center gap-2 text-sm whitespace-nowrap">
-                            <span data-testid="whoami">{m.username.clone()}<span class="muted">" · "{m.role.clone()}</span></span>
+                            <span data-testid="whoami">{m.username.clone()}<span class="muted">" · "{m.role.as_str()}</span></span>
                             <ActionForm action=logout><button class="btn" type="submit">"Sign out"</button></ActionForm>
                         </div>
                     }.into_any(),

@@ -16,7 +16,7 @@
 //!   tokens: only their host is ever logged or audited.
 //!
 //! - `rule`: kinds, input and validation; `crud`: create/update/delete/silence, audited.
-//! - `measure`: a rule's current value; `link`: the console page that shows the cause.
+//! - `measure`: a rule's current value; `types::routes::alert_cause`: the console page that shows the cause.
 //! - `evaluate`: the pure state machine; `evaluator`: the role; `webhook`: delivery;
 //!   `test_send`: an admin's "send test" request.
 //! - `banner`, `views`: what the console shows.
@@ -26,7 +26,6 @@ pub mod crud;
 pub mod egress;
 pub mod evaluate;
 pub mod evaluator;
-pub mod link;
 pub mod measure;
 pub mod rule;
 pub mod test_send;

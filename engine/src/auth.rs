@@ -20,36 +20,10 @@ use argon2::{
 };
 use chrono::{DateTime, Utc};
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{PgExecutor, PgPool};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Viewer,
-    Operator,
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "viewer" => Some(Role::Viewer),
-            "operator" => Some(Role::Operator),
-            "admin" => Some(Role::Admin),
-            _ => None,
-        }
-    }
-}
+pub use types::Role;
 
 /// Who is asking, as resolved from the session cookie (or a trusted proxy header).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,15 +119,18 @@ pub async fn create_user(
 pub struct UserRow {
     pub id: i64,
     pub username: String,
-    pub role: String,
+    pub role: Role,
     pub disabled: bool,
     pub created_at: DateTime<Utc>,
 }
 
 pub async fn list_users(db: impl PgExecutor<'_>) -> Result<Vec<UserRow>, sqlx::Error> {
-    sqlx::query_as!(UserRow, "SELECT id, username, role, disabled, created_at FROM users ORDER BY username")
-        .fetch_all(db)
-        .await
+    sqlx::query_as!(
+        UserRow,
+        r#"SELECT id, username, role AS "role: Role", disabled, created_at FROM users ORDER BY username"#
+    )
+    .fetch_all(db)
+    .await
 }
 
 fn new_token() -> (String, Vec<u8>) {

@@ -17,13 +17,8 @@ pub fn split_credentials(url: &str) -> (String, String, String) {
     (u.as_str().trim_end_matches('/').to_string(), user, pass)
 }
 
-/// Percent-encodes one path segment or query value: everything but RFC 3986's unreserved
-/// characters (so a `/` vhost is `%2F` and a queue called `a&b` stays one value).
-pub fn encode(s: &str) -> String {
-    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-    const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
-    utf8_percent_encode(s, COMPONENT).to_string()
-}
+/// Percent-encodes one path segment or query value (a `/` vhost is `%2F`).
+pub use types::routes::encode;
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,8 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Redirect, Response},
 };
-use engine::auth::{ClientIp, Principal, Role};
+use engine::auth::{ClientIp, Principal};
+use types::Access;
 
 use crate::state::ServerState;
 
@@ -188,11 +189,10 @@ pub async fn authenticate(
                 app::error::AppError::NotFound(format!("no server function {endpoint}")),
             );
         };
-        if min != "public" {
+        if let Access::AtLeast(need) = min {
             let Some(p) = &principal else {
                 return fn_error(StatusCode::UNAUTHORIZED, app::error::AppError::Unauthenticated);
             };
-            let need = Role::parse(min).unwrap_or(Role::Admin);
             if p.role < need {
                 return fn_error(
                     StatusCode::FORBIDDEN,

@@ -7,7 +7,7 @@ use crate::error::AppError;
 
 #[server(prefix = "/api", endpoint = "me")]
 pub async fn whoami() -> Result<Option<Caller>, AppError> {
-    Ok(crate::guard::principal().map(|p| Caller { username: p.username, role: p.role.as_str().to_string() }))
+    Ok(crate::guard::principal().map(|p| Caller { username: p.username, role: p.role }))
 }
 
 #[server(prefix = "/api", endpoint = "login")]

@@ -15,7 +15,7 @@ pub fn UsersPage() -> impl IntoView {
     let users = Resource::new(move || change.version().get(), |_| users_list());
     let name = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
-    let role = RwSignal::new("viewer".to_string());
+    let role = RwSignal::new(types::Role::Viewer.as_str().to_string());
     let send = move |c: &str, u: String, r: Option<String>, p: Option<String>| {
         change.dispatch(UsersChange { change: c.into(), username: u, role: r, password: p });
     };
@@ -40,13 +40,13 @@ pub fn UsersPage() -> impl IntoView {
                                         view! {
                                             <tr>
                                                 <td>{u.username.clone()}</td>
-                                                <td><Pill text=u.role.clone() /></td>
+                                                <td><Pill text=u.role /></td>
                                                 <td>{if u.disabled { "disabled" } else { "active" }}</td>
                                                 <td class="text-xs muted">{u.created_at}</td>
                                                 <td class="flex gap-1">
                                                     <select class="input" aria-label=format!("role of {}", u.username)
                                                         on:change=move |ev| send("role", n1.clone(), Some(event_target_value(&ev)), None)>
-                                                        {["viewer", "operator", "admin"].map(|r| view! { <option value=r selected=u.role == r>{r}</option> }).collect_view()}
+                                                        {types::Role::ALL.map(|r| view! { <option value=r.as_str() selected=u.role == r>{r.as_str()}</option> }).collect_view()}
                                                     </select>
                                                     <button class="btn" on:click=move |_| send(toggle, n2.clone(), None, None)>{toggle}</button>
                                                 </td>
@@ -65,7 +65,7 @@ pub fn UsersPage() -> impl IntoView {
             <label class="flex flex-col gap-0.5">"Password (10+ characters)"<input class="input" type="password" autocomplete="new-password" prop:value=move || password.get() on:input=move |ev| password.set(event_target_value(&ev)) /></label>
             <label class="flex flex-col gap-0.5">"Role"
                 <select class="input" on:change=move |ev| role.set(event_target_value(&ev))>
-                    <option value="viewer">"viewer"</option><option value="operator">"operator"</option><option value="admin">"admin"</option>
+                    {types::Role::ALL.map(|r| view! { <option value=r.as_str()>{r.as_str()}</option> }).collect_view()}
                 </select>
             </label>
             <button class="btn btn-primary" on:click=move |_| send("add", name.get_untracked(), Some(role.get_untracked()), Some(password.get_untracked()))>"Add user"</button>

@@ -13,59 +13,8 @@
 //!   threshold does not page twice per minute.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AlertState {
-    Ok,
-    Pending,
-    Firing,
-    Resolved,
-}
-
-impl AlertState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertState::Ok => "ok",
-            AlertState::Pending => "pending",
-            AlertState::Firing => "firing",
-            AlertState::Resolved => "resolved",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "ok" => AlertState::Ok,
-            "pending" => AlertState::Pending,
-            "firing" => AlertState::Firing,
-            "resolved" => AlertState::Resolved,
-            _ => return None,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Warning,
-    Critical,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "warning" => Some(Severity::Warning),
-            "critical" => Some(Severity::Critical),
-            _ => None,
-        }
-    }
-}
+pub use types::{AlertState, Severity};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Thresholds {

@@ -19,7 +19,7 @@ use super::{
     AlertSettings,
     crud::{Rule, RuleRow},
     evaluate::{self, AlertState, Severity, Snapshot, Transition},
-    link, measure, webhook,
+    measure, webhook,
 };
 use crate::sources::Source;
 
@@ -140,7 +140,7 @@ async fn apply(tx: &mut Transaction<'_, Postgres>, rule: &Rule, m: measure::Meas
     };
     let hold = chrono::Duration::seconds(i64::from(rule.for_secs));
     let out = evaluate::step(prev, m.value, rule.thresholds(), hold, now);
-    let path = link::path(rule.kind, rule.target.as_deref(), m.group_id);
+    let path = types::routes::alert_cause(rule.kind, rule.target.as_deref(), m.group_id);
     sqlx::query!(
         "UPDATE alert_state SET state = $2, severity = $3, value = $4, since = $5, pending_since = $6,
                 last_eval_at = now(), evals = evals + 1, link = $7

@@ -7,116 +7,11 @@
 //! form that keeps hidden inputs still saves.
 
 use serde::{Deserialize, Serialize};
+pub use types::{RuleKind, TargetKind, WebhookFormat};
 
 pub const MAX_NAME: usize = 100;
 pub const MAX_FOR_SECS: i64 = 86_400;
 pub const MAX_WINDOW_MINS: i64 = 10_080;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RuleKind {
-    /// Broker-side ready messages of a queue (latest depth sample).
-    DlqDepth,
-    /// Dead letters of a queue awaiting triage in the store.
-    DlqAwaiting,
-    /// Dead letters of a queue ingested in the last `window_mins`.
-    DlqNew,
-    /// Age in seconds of an outbox source's oldest pending row.
-    OutboxOldestAge,
-    OutboxStuck,
-    OutboxFailed,
-    /// Failure groups first seen in the last `window_mins`, any queue.
-    NewFailureGroup,
-    /// Failing reliability checks on critical queues, plus node alarms (Topology page).
-    TopologyCritical,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetKind {
-    Queue,
-    Source,
-}
-
-impl RuleKind {
-    pub const ALL: [RuleKind; 8] = [
-        RuleKind::DlqDepth,
-        RuleKind::DlqAwaiting,
-        RuleKind::DlqNew,
-        RuleKind::OutboxOldestAge,
-        RuleKind::OutboxStuck,
-        RuleKind::OutboxFailed,
-        RuleKind::NewFailureGroup,
-        RuleKind::TopologyCritical,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleKind::DlqDepth => "dlq_depth",
-            RuleKind::DlqAwaiting => "dlq_awaiting",
-            RuleKind::DlqNew => "dlq_new",
-            RuleKind::OutboxOldestAge => "outbox_oldest_age",
-            RuleKind::OutboxStuck => "outbox_stuck",
-            RuleKind::OutboxFailed => "outbox_failed",
-            RuleKind::NewFailureGroup => "new_failure_group",
-            RuleKind::TopologyCritical => "topology_critical",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
-    /// What the value means, for messages: "queue depth", "oldest pending age (s)".
-    pub fn label(self) -> &'static str {
-        match self {
-            RuleKind::DlqDepth => "broker depth",
-            RuleKind::DlqAwaiting => "dead letters awaiting triage",
-            RuleKind::DlqNew => "new dead letters",
-            RuleKind::OutboxOldestAge => "oldest pending age (s)",
-            RuleKind::OutboxStuck => "stuck outbox rows",
-            RuleKind::OutboxFailed => "failed outbox rows",
-            RuleKind::NewFailureGroup => "new failure groups",
-            RuleKind::TopologyCritical => "failing checks on critical queues",
-        }
-    }
-
-    pub fn target(self) -> Option<TargetKind> {
-        match self {
-            RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => Some(TargetKind::Queue),
-            RuleKind::OutboxOldestAge | RuleKind::OutboxStuck | RuleKind::OutboxFailed => Some(TargetKind::Source),
-            RuleKind::NewFailureGroup | RuleKind::TopologyCritical => None,
-        }
-    }
-
-    pub fn uses_window(self) -> bool {
-        matches!(self, RuleKind::DlqNew | RuleKind::NewFailureGroup)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum WebhookFormat {
-    #[default]
-    Json,
-    /// `{"text": "…"}`, which Slack, Mattermost and Rocket.Chat incoming webhooks accept.
-    Slack,
-}
-
-impl WebhookFormat {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WebhookFormat::Json => "json",
-            WebhookFormat::Slack => "slack",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "json" => Some(WebhookFormat::Json),
-            "slack" => Some(WebhookFormat::Slack),
-            _ => None,
-        }
-    }
-}
 
 /// A rule as a form submits it: text fields, empty meaning "not given".
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,9 @@ use chrono::Utc;
 use serde_json::json;
 use sqlx::PgPool;
 
-use super::{AlertSettings, crud, link, webhook};
+use types::routes;
+
+use super::{AlertSettings, crud, webhook};
 use crate::{
     audit::{self, Entry},
     auth::Principal,
@@ -46,7 +48,7 @@ pub async fn send_test(
 ) -> Result<TestOutcome, TestError> {
     let rule = crud::get(pool, id).await?;
     let url = rule.webhook_url.clone().filter(|u| !u.trim().is_empty()).ok_or(TestError::NoWebhook)?;
-    let path = link::path(rule.kind, rule.target.as_deref(), None);
+    let path = routes::alert_cause(rule.kind, rule.target.as_deref(), None);
     let payload = webhook::Payload {
         rule: rule.name.clone(),
         rule_id: rule.id,
@@ -58,7 +60,7 @@ pub async fn send_test(
         value: 0.0,
         threshold: rule.warn,
         message: format!("Test from Revenant by {}: rule \"{}\" will send its alerts here.", by.username, rule.name),
-        link: link::absolute(cfg.public_url.as_deref(), &path),
+        link: routes::absolute(cfg.public_url.as_deref(), &path),
         at: Utc::now(),
     };
     let (status, error) = webhook::post(http, cfg, &url, rule.webhook_format, &payload).await;

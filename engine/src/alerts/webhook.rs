@@ -18,7 +18,9 @@ use serde::Serialize;
 use sqlx::PgPool;
 use tracing::Instrument;
 
-use super::{AlertSettings, link, rule::WebhookFormat, rule::url_host};
+use types::routes;
+
+use super::{AlertSettings, rule::WebhookFormat, rule::url_host};
 use crate::outbox::backoff::Backoff;
 
 pub fn client(cfg: &AlertSettings) -> reqwest::Result<reqwest::Client> {
@@ -124,7 +126,7 @@ async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -
         value: d.value,
         threshold: d.threshold,
         message: d.message.clone(),
-        link: link::absolute(cfg.public_url.as_deref(), d.link.as_deref().unwrap_or("/")),
+        link: routes::absolute(cfg.public_url.as_deref(), d.link.as_deref().unwrap_or("/")),
         at: d.at,
     };
     let (status, error) = post(http, cfg, url, format, &payload).await;

@@ -6,18 +6,11 @@
 //! job (it renders text nodes); this function's job is never to panic, whatever the input.
 
 use serde::{Deserialize, Serialize};
+pub use types::BodyKind;
 
 /// Above this size, pretty-printing JSON costs more than it helps: shown as text instead.
 pub const JSON_PRETTY_LIMIT: usize = 4 * 1024 * 1024;
 const HEX_BYTES_PER_LINE: usize = 16;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BodyKind {
-    Json,
-    Text,
-    Hex,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenderedBody {

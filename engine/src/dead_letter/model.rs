@@ -8,30 +8,7 @@ use lapin::{BasicProperties, types::ShortString};
 use serde::{Deserialize, Serialize};
 
 use super::headers::{self, HeaderError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Awaiting,
-    Replaying,
-    Replayed,
-    Archived,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Awaiting => "awaiting",
-            Self::Replaying => "replaying",
-            Self::Replayed => "replayed",
-            Self::Archived => "archived",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Awaiting, Self::Replaying, Self::Replayed, Self::Archived].into_iter().find(|v| v.as_str() == s)
-    }
-}
+pub use types::DeadLetterStatus as Status;
 
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct DeadLetter {

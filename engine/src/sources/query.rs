@@ -9,45 +9,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use super::Source;
+pub use types::Bucket;
 
 pub const COUNT_CAP: i64 = 10_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Bucket {
-    #[default]
-    Pending,
-    Stuck,
-    Failed,
-    Published,
-    Archived,
-}
-
-impl Bucket {
-    pub fn parse(s: &str) -> Option<Bucket> {
-        Some(match s {
-            "pending" => Bucket::Pending,
-            "stuck" => Bucket::Stuck,
-            "failed" => Bucket::Failed,
-            "published" => Bucket::Published,
-            "archived" => Bucket::Archived,
-            _ => return None,
-        })
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Bucket::Pending => "pending",
-            Bucket::Stuck => "stuck",
-            Bucket::Failed => "failed",
-            Bucket::Published => "published",
-            Bucket::Archived => "archived",
-        }
-    }
-    /// Oldest first where age is the problem; newest first for history.
-    fn ascending(self) -> bool {
-        matches!(self, Bucket::Pending | Bucket::Stuck | Bucket::Failed)
-    }
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Filter {

@@ -16,6 +16,7 @@ use super::{
     fetch::{Exchange, Placement, Queue, Rates, Topology},
     routing,
 };
+pub use types::{Check, Verdict};
 
 pub const DURABLE: &str = "durable";
 pub const QUORUM: &str = "quorum";
@@ -59,34 +60,6 @@ pub const MIN_MEMBERS: usize = 3;
 
 /// Above this many unacknowledged messages a queue warns whatever the rates say.
 pub const UNACKED_PILE: i64 = 10_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Pass,
-    Warn,
-    Fail,
-    Unknown,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Check {
-    pub name: String,
-    pub verdict: Verdict,
-    pub reason: String,
-    /// What to change; empty when the check passes.
-    pub fix: String,
-}
-
-impl Check {
-    pub fn new(name: &str, verdict: Verdict, reason: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self { name: name.into(), verdict, reason: reason.into(), fix: fix.into() }
-    }
-
-    fn pass(name: &str, reason: impl Into<String>) -> Self {
-        Self::new(name, Verdict::Pass, reason, "")
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueReport {

@@ -15,33 +15,7 @@ use crate::{
     audit,
     auth::{Principal, Role},
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    Disposable,
-    Standard,
-    Critical,
-}
-
-impl Level {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Disposable => "disposable",
-            Level::Standard => "standard",
-            Level::Critical => "critical",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Level> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "disposable" => Some(Level::Disposable),
-            "standard" => Some(Level::Standard),
-            "critical" => Some(Level::Critical),
-            _ => None,
-        }
-    }
-}
+pub use types::Level;
 
 /// Where a contract was set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

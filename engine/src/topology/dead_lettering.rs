@@ -8,24 +8,13 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
     fetch::{Queue, Topology},
     routing::{Route, route},
 };
-
-/// What a queue is for, as far as the topology tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    Work,
-    /// Receives another queue's dead letters.
-    DeadLetter,
-    /// Holds failed messages for a TTL, then dead-letters them back to a work queue.
-    Retry,
-}
+pub use types::QueueRole as Role;
 
 /// A queue setting from its arguments (`x-…`) or, failing that, its effective policy.
 pub fn setting<'a>(q: &'a Queue, argument: &str, policy_key: &str) -> Option<(&'a Value, &'static str)> {

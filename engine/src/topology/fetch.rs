@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::TopologyError;
 /// Percent-encodes a path segment (`/` vhost → `%2F`).
 pub use crate::management::encode;
+pub use types::Placement;
 
 /// How long one management API request may take before the broker counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -73,20 +74,6 @@ pub struct Queue {
     pub rates: Rates,
     #[serde(flatten)]
     pub placement: Placement,
-}
-
-/// Where a queue lives: a classic queue's node, a quorum queue's leader, members and the
-/// members online now (empty when the broker does not say).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Placement {
-    #[serde(default)]
-    pub node: Option<String>,
-    #[serde(default)]
-    pub leader: Option<String>,
-    #[serde(default)]
-    pub members: Vec<String>,
-    #[serde(default)]
-    pub online: Vec<String>,
 }
 
 fn classic() -> String {

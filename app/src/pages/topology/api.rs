@@ -6,88 +6,43 @@ use engine::settings::ExposeSecret;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::error::AppError;
+pub use types::{Check, Level, Placement, QueueRole, Verdict};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct CheckView {
-    pub name: String,
-    /// `pass`, `warn`, `fail` or `unknown`: the words `Pill` colours.
-    pub verdict: String,
-    pub reason: String,
-    pub fix: String,
-}
+use crate::error::AppError;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct QueueView {
     pub name: String,
-    /// `critical`, `standard` or `disposable`.
-    pub level: String,
+    pub level: Level,
     /// The pattern of the contract that set the level; `None` means the default (standard).
     pub contract: Option<String>,
-    /// `work`, `dead-letter` or `retry`.
-    pub role: String,
+    pub role: QueueRole,
     pub consumers: Option<i64>,
     pub ready: Option<i64>,
     pub unacked: Option<i64>,
     pub publish_rate: Option<f64>,
     pub deliver_rate: Option<f64>,
-    pub checks: Vec<CheckView>,
+    pub checks: Vec<Check>,
     /// For a dead-letter queue: whether it is in Revenant's watched set (ingested).
     #[serde(default)]
     pub watched: Option<bool>,
+    /// The queue's type (`classic`, `quorum`, `stream`) and where it lives.
+    #[serde(default)]
+    pub kind: String,
     #[serde(default)]
     pub placement: Placement,
-}
-
-/// Where a queue lives: its type, a classic queue's node, a quorum queue's leader and members.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Placement {
-    pub kind: String,
-    pub node: Option<String>,
-    pub leader: Option<String>,
-    pub members: Vec<String>,
-    pub online: Vec<String>,
-}
-
-impl Placement {
-    /// One line for the queue's row: `quorum · leader rvn1@h · 3/3 members online`.
-    pub fn summary(&self) -> String {
-        let mut parts = vec![if self.kind.is_empty() { "classic".to_string() } else { self.kind.clone() }];
-        // The management API names a quorum queue's leader as its `node` too: say it once.
-        if let Some(n) = self.node.as_ref().filter(|_| self.members.is_empty()) {
-            parts.push(format!("on {n}"));
-        }
-        if !self.members.is_empty() {
-            parts.push(format!("leader {}", self.leader.as_deref().unwrap_or("none")));
-            let on = self.members.iter().filter(|m| self.online.contains(m)).count();
-            parts.push(format!("{on}/{} members online", self.members.len()));
-        }
-        parts.join(" · ")
-    }
-
-    /// The members, each marked offline when it is: for the row's second line.
-    pub fn members_line(&self) -> Option<String> {
-        (!self.members.is_empty()).then(|| {
-            let each: Vec<String> = self
-                .members
-                .iter()
-                .map(|m| if self.online.contains(m) { m.clone() } else { format!("{m} (offline)") })
-                .collect();
-            format!("members {}", each.join(", "))
-        })
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExchangeView {
     pub name: String,
-    pub checks: Vec<CheckView>,
+    pub checks: Vec<Check>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NodeView {
     pub name: String,
-    pub checks: Vec<CheckView>,
+    pub checks: Vec<Check>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -111,7 +66,7 @@ pub struct ContractView {
     /// `None` for a contract from revenant.toml (those cannot be deleted here).
     pub id: Option<i64>,
     pub pattern: String,
-    pub level: String,
+    pub level: Level,
     pub note: Option<String>,
     /// `console` or `config`.
     pub origin: String,
@@ -127,37 +82,14 @@ pub struct ContractsView {
     pub contracts: Vec<ContractView>,
 }
 
-/// How bad a verdict is: fail > warn > unknown > pass.
-pub fn verdict_rank(v: &str) -> u8 {
-    match v {
-        "fail" => 3,
-        "warn" => 2,
-        "unknown" => 1,
-        _ => 0,
-    }
-}
-
-fn level_rank(l: &str) -> u8 {
-    match l {
-        "critical" => 2,
-        "standard" => 1,
-        _ => 0,
-    }
-}
-
-/// The worst verdict among `checks`; `pass` when none apply.
-pub fn worst(checks: &[CheckView]) -> &str {
-    checks.iter().map(|c| c.verdict.as_str()).max_by_key(|v| verdict_rank(v)).unwrap_or("pass")
-}
-
 impl QueueView {
-    pub fn worst(&self) -> &str {
-        worst(&self.checks)
+    pub fn worst(&self) -> Verdict {
+        Verdict::worst(&self.checks)
     }
 
     /// A critical queue failing a check: what pages someone, so it is listed first.
     pub fn failing_critical(&self) -> bool {
-        self.level == "critical" && self.worst() == "fail"
+        self.level == Level::Critical && self.worst() == Verdict::Fail
     }
 }
 
@@ -166,8 +98,8 @@ pub fn sort_queues(queues: &mut [QueueView]) {
     queues.sort_by(|a, b| {
         b.failing_critical()
             .cmp(&a.failing_critical())
-            .then_with(|| verdict_rank(b.worst()).cmp(&verdict_rank(a.worst())))
-            .then_with(|| level_rank(&b.level).cmp(&level_rank(&a.level)))
+            .then_with(|| b.worst().rank().cmp(&a.worst().rank()))
+            .then_with(|| b.level.cmp(&a.level))
             .then_with(|| a.name.cmp(&b.name))
     });
 }
@@ -188,14 +120,14 @@ impl TopologyView {
         let mut s = Summary::default();
         for q in &self.queues {
             match q.worst() {
-                "fail" => s.fail += 1,
-                "warn" => s.warn += 1,
-                "unknown" => s.unknown += 1,
-                _ => s.pass += 1,
+                Verdict::Fail => s.fail += 1,
+                Verdict::Warn => s.warn += 1,
+                Verdict::Unknown => s.unknown += 1,
+                Verdict::Pass => s.pass += 1,
             }
             s.failing_critical += usize::from(q.failing_critical());
         }
-        s.alarms = self.nodes.iter().flat_map(|n| &n.checks).filter(|c| c.verdict == "fail").count();
+        s.alarms = self.nodes.iter().flat_map(|n| &n.checks).filter(|c| c.verdict == Verdict::Fail).count();
         s
     }
 }
@@ -219,7 +151,7 @@ pub async fn topology_report() -> Result<TopologyView, AppError> {
     let ingested: std::collections::HashSet<String> =
         engine::dead_letter::watch::watching(&state.pool).await?.into_iter().collect();
     let mut view = server::report_view(r, false);
-    for q in view.queues.iter_mut().filter(|q| q.role == "dead-letter") {
+    for q in view.queues.iter_mut().filter(|q| q.role == QueueRole::DeadLetter) {
         q.watched = Some(ingested.contains(&q.name));
     }
     Ok(view)
@@ -239,7 +171,7 @@ pub async fn topology_contracts() -> Result<ContractsView, AppError> {
 pub async fn set_contract(pattern: String, level: String, note: Option<String>) -> Result<ContractView, AppError> {
     let principal = crate::guard::require(engine::auth::Role::Operator)?;
     let state = crate::state::app_state()?;
-    let level = engine::topology::Level::parse(&level)
+    let level = Level::parse(&level)
         .ok_or_else(|| AppError::Invalid(format!("unknown level `{level}`: critical, standard or disposable")))?;
     let ip = crate::guard::client_ip();
     let mut conn = state.pool.acquire().await?;

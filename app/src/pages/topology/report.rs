@@ -7,7 +7,7 @@
 
 use leptos::prelude::*;
 
-use super::api::{CheckView, ExchangeView, NodeView, QueueView, TopologyView, verdict_rank, worst};
+use super::api::{Check, ExchangeView, NodeView, QueueView, TopologyView, Verdict};
 use crate::pages::dead_letters::watch::{Manage, WatchButton};
 use crate::widgets::Pill;
 
@@ -18,7 +18,8 @@ pub fn ReportBody(r: TopologyView, manage: Option<Manage>) -> impl IntoView {
         return view! { <Unreachable r /> }.into_any();
     }
     let s = r.summary();
-    let flagged: Vec<ExchangeView> = r.exchanges.iter().filter(|x| worst(&x.checks) != "pass").cloned().collect();
+    let flagged: Vec<ExchangeView> =
+        r.exchanges.iter().filter(|x| Verdict::worst(&x.checks) != Verdict::Pass).cloned().collect();
     let exchanges_ok = r.exchanges.len() - flagged.len();
     view! {
         <p class="mb-3 text-sm flex flex-wrap items-center gap-x-3 gap-y-1" data-testid="topology-summary">
@@ -71,7 +72,7 @@ fn Unreachable(r: TopologyView) -> impl IntoView {
 
 /// One non-passing check, readable: verdict, name, reason and what to change.
 #[component]
-fn CheckLine(c: CheckView) -> impl IntoView {
+fn CheckLine(c: Check) -> impl IntoView {
     let fix = (!c.fix.is_empty()).then(|| {
         view! { <span class="ml-1"><span class="muted">"Fix: "</span>{c.fix}</span> }
     });
@@ -87,7 +88,7 @@ fn CheckLine(c: CheckView) -> impl IntoView {
 
 /// Passing checks behind a disclosure: seen when asked, never hiding a failure.
 #[component]
-fn Passing(checks: Vec<CheckView>) -> impl IntoView {
+fn Passing(checks: Vec<Check>) -> impl IntoView {
     let n = checks.len();
     (n > 0).then(|| {
         view! {
@@ -103,9 +104,9 @@ fn Passing(checks: Vec<CheckView>) -> impl IntoView {
     })
 }
 
-fn split(checks: Vec<CheckView>) -> (Vec<CheckView>, Vec<CheckView>) {
-    let (mut bad, good): (Vec<_>, Vec<_>) = checks.into_iter().partition(|c| c.verdict != "pass");
-    bad.sort_by_key(|c| std::cmp::Reverse(verdict_rank(&c.verdict)));
+fn split(checks: Vec<Check>) -> (Vec<Check>, Vec<Check>) {
+    let (mut bad, good): (Vec<_>, Vec<_>) = checks.into_iter().partition(|c| c.verdict != Verdict::Pass);
+    bad.sort_by_key(|c| std::cmp::Reverse(c.verdict.rank()));
     (bad, good)
 }
 
@@ -176,7 +177,7 @@ fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
         (Some(true), _) => Some(view! { <div class="text-xs muted">"ingested"</div> }.into_any()),
         (None, _) => None,
     };
-    let worst = q.worst().to_string();
+    let worst = q.worst();
     let critical_failing = q.failing_critical();
     let via = match &q.contract {
         None => Some("default".to_string()),
@@ -187,9 +188,12 @@ fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
     let counts = if bad.is_empty() {
         None
     } else {
-        let n = |v: &str| bad.iter().filter(|c| c.verdict == v).count();
-        let parts: Vec<String> =
-            ["fail", "warn", "unknown"].into_iter().filter(|&v| n(v) > 0).map(|v| format!("{} {v}", n(v))).collect();
+        let n = |v: Verdict| bad.iter().filter(|c| c.verdict == v).count();
+        let parts: Vec<String> = [Verdict::Fail, Verdict::Warn, Verdict::Unknown]
+            .into_iter()
+            .filter(|&v| n(v) > 0)
+            .map(|v| format!("{} {v}", n(v)))
+            .collect();
         Some(parts.join(" · "))
     };
     let no_checks = bad.is_empty() && good.is_empty();
@@ -198,20 +202,20 @@ fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
             <tr>
                 <td class="font-mono text-xs break-all max-w-xs">
                     <div data-testid="queue-name">{q.name.clone()}</div>
-                    <div class="muted" data-testid="queue-placement">{q.placement.summary()}</div>
+                    <div class="muted" data-testid="queue-placement">{q.placement.summary(&q.kind)}</div>
                     {q.placement.members_line().map(|m| view! { <div class="muted" data-testid="queue-members">{m}</div> })}
                 </td>
                 <td class="whitespace-nowrap" data-testid="queue-level">
-                    <Pill text=q.level.clone() />
+                    <Pill text=q.level />
                     {via.map(|v| view! { <div class="text-xs muted font-mono break-all">{v}</div> })}
                 </td>
-                <td class="text-xs whitespace-nowrap">{q.role.clone()}{ingest}</td>
+                <td class="text-xs whitespace-nowrap">{q.role.as_str()}{ingest}</td>
                 <td class="text-right tabular-nums">{num(q.consumers)}</td>
                 <td class="text-right tabular-nums whitespace-nowrap">{num(q.ready)}" / "{num(q.unacked)}</td>
                 <td class="text-right tabular-nums whitespace-nowrap">{rate(q.publish_rate)}" / "{rate(q.deliver_rate)}</td>
                 <td data-testid="queue-verdict">
                     <div class="whitespace-nowrap">
-                        {(!no_checks).then(|| view! { <Pill text=worst.clone() /> })}
+                        {(!no_checks).then(|| view! { <Pill text=worst /> })}
                         {counts.map(|c| view! { <span class="ml-1 text-xs">{c}</span> })}
                         {no_checks.then(|| view! { <span class="text-xs muted">"no checks apply"</span> })}
                     </div>

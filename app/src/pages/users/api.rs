@@ -8,7 +8,7 @@ use crate::error::AppError;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UserView {
     pub username: String,
-    pub role: String,
+    pub role: types::Role,
     pub disabled: bool,
     pub created_at: String,
 }

@@ -53,7 +53,7 @@ pub fn error(e: RuleError) -> AppError {
 
 pub fn row(r: RuleWithState, now: chrono::DateTime<chrono::Utc>) -> RuleRowView {
     let link =
-        r.link.clone().unwrap_or_else(|| engine::alerts::link::path(r.rule.kind, r.rule.target.as_deref(), None));
+        r.link.clone().unwrap_or_else(|| types::routes::alert_cause(r.rule.kind, r.rule.target.as_deref(), None));
     RuleRowView {
         id: r.rule.id,
         name: r.rule.name,

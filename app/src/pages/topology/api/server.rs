@@ -4,8 +4,8 @@
 use engine::db::Pool;
 use engine::settings::Settings;
 use engine::topology::{
-    Check, TopologyReport,
-    contract::{self, Contract, ContractError, Level, Origin},
+    TopologyReport,
+    contract::{self, Contract, ContractError, Origin},
 };
 
 use super::*;
@@ -13,38 +13,24 @@ use super::*;
 pub const MANAGEMENT_OFF: &str = "the RabbitMQ management API is off: set management_url in revenant.toml \
      (or REVENANT_MANAGEMENT_URL) to a user with the monitoring tag";
 
-/// An engine enum as its serde word (`fail`, `dead-letter`): the words the page shows.
-fn word<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "unknown".into())
-}
-
-fn check_view(c: Check) -> CheckView {
-    CheckView { verdict: word(&c.verdict), name: c.name, reason: c.reason, fix: c.fix }
-}
-
 pub fn report_view(r: TopologyReport, management_off: bool) -> TopologyView {
     let mut queues: Vec<QueueView> = r
         .queues
         .into_iter()
         .map(|q| QueueView {
             name: q.queue,
-            level: q.level.as_str().to_string(),
+            level: q.level,
             contract: q.contract,
-            role: word(&q.role),
+            role: q.role,
             consumers: q.consumers,
             ready: q.messages_ready,
             unacked: q.messages_unacknowledged,
             publish_rate: q.rates.publish,
             deliver_rate: q.rates.deliver,
-            checks: q.checks.into_iter().map(check_view).collect(),
+            checks: q.checks,
             watched: None,
-            placement: Placement {
-                kind: q.kind,
-                node: q.placement.node,
-                leader: q.placement.leader,
-                members: q.placement.members,
-                online: q.placement.online,
-            },
+            kind: q.kind,
+            placement: q.placement,
         })
         .collect();
     sort_queues(&mut queues);
@@ -56,17 +42,9 @@ pub fn report_view(r: TopologyReport, management_off: bool) -> TopologyView {
         unreachable: r.unreachable,
         not_checked: r.not_checked,
         rabbitmq_version: r.rabbitmq_version,
-        nodes: r
-            .nodes
-            .into_iter()
-            .map(|n| NodeView { name: n.node, checks: n.checks.into_iter().map(check_view).collect() })
-            .collect(),
+        nodes: r.nodes.into_iter().map(|n| NodeView { name: n.node, checks: n.checks }).collect(),
         queues,
-        exchanges: r
-            .exchanges
-            .into_iter()
-            .map(|x| ExchangeView { name: x.exchange, checks: x.checks.into_iter().map(check_view).collect() })
-            .collect(),
+        exchanges: r.exchanges.into_iter().map(|x| ExchangeView { name: x.exchange, checks: x.checks }).collect(),
     }
 }
 
@@ -87,7 +65,7 @@ pub fn contract_view(c: Contract, overridden: bool) -> ContractView {
     ContractView {
         id: c.id,
         pattern: c.pattern,
-        level: c.level.as_str().to_string(),
+        level: c.level,
         note: c.note,
         origin: match c.origin {
             Origin::Console => "console".into(),

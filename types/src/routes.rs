@@ -1,0 +1,122 @@
+//! Links into the console, built in one place: the pages link to each other with them, and
+//! the alert evaluator puts them in webhooks (absolute, from the public URL).
+//!
+//! Policy: every name in a query string is percent-encoded, so a queue called `a&b` links
+//! to itself and not to a filter the operator did not ask for.
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
+use crate::{Bucket, RuleKind};
+
+/// The path segments of the console's pages: the router is built from these, and so is
+/// every link below, so a renamed page cannot leave a link behind.
+pub mod seg {
+    pub const LOGIN: &str = "login";
+    pub const AUDIT: &str = "audit";
+    pub const ALERTS: &str = "alerts";
+    pub const OUTBOX: &str = "outbox";
+    pub const TOPOLOGY: &str = "topology";
+    pub const REPLAYS: &str = "replays";
+    pub const USERS: &str = "users";
+    pub const DEAD_LETTERS: &str = "dead-letters";
+    /// Under `DEAD_LETTERS`.
+    pub const GROUPS: &str = "groups";
+}
+
+use seg::*;
+
+/// Everything but RFC 3986's unreserved characters.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// Percent-encodes one path segment or query value (a `/` vhost is `%2F`).
+pub fn encode(s: &str) -> String {
+    utf8_percent_encode(s, COMPONENT).to_string()
+}
+
+/// The failure groups, of one DLQ when given: largest first.
+pub fn failure_groups(dlq: Option<&str>) -> String {
+    match dlq.filter(|q| !q.is_empty()) {
+        Some(q) => format!("/{DEAD_LETTERS}/{GROUPS}?dlq={}", encode(q)),
+        None => format!("/{DEAD_LETTERS}/{GROUPS}"),
+    }
+}
+
+/// A failure group's own page.
+pub fn failure_group(id: i64) -> String {
+    format!("/{DEAD_LETTERS}/{GROUPS}/{id}")
+}
+
+/// Every dead letter of a failure group, whatever its status.
+pub fn group_messages(id: i64) -> String {
+    format!("/{DEAD_LETTERS}?group={id}&status=all")
+}
+
+/// One dead letter.
+pub fn dead_letter(id: i64) -> String {
+    format!("/{DEAD_LETTERS}/{id}")
+}
+
+/// One replay plan.
+pub fn replay_plan(id: i64) -> String {
+    format!("/{REPLAYS}/{id}")
+}
+
+/// An alert rule's page.
+pub fn alert_rule(id: i64) -> String {
+    format!("/{ALERTS}/{id}")
+}
+
+/// An outbox source's rows in one bucket.
+pub fn outbox(source: &str, bucket: Bucket) -> String {
+    format!("/{OUTBOX}?source={}&bucket={}", encode(source), bucket.as_str())
+}
+
+/// The page that shows an alert's cause; `group_id` is the newest new failure group, when
+/// one is known.
+pub fn alert_cause(kind: RuleKind, target: Option<&str>, group_id: Option<i64>) -> String {
+    let target = target.unwrap_or("");
+    match kind {
+        // A DLQ alert opens that DLQ's failure groups, largest first: one click from the cause.
+        RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => failure_groups(Some(target)),
+        RuleKind::OutboxOldestAge => outbox(target, Bucket::Pending),
+        RuleKind::OutboxStuck => outbox(target, Bucket::Stuck),
+        RuleKind::OutboxFailed => outbox(target, Bucket::Failed),
+        RuleKind::NewFailureGroup => match group_id {
+            Some(id) => group_messages(id),
+            None => failure_groups(None),
+        },
+        RuleKind::TopologyCritical => format!("/{TOPOLOGY}"),
+    }
+}
+
+/// `base` + `path`, without a doubled slash; the bare path when there is no base.
+pub fn absolute(base: Option<&str>, path: &str) -> String {
+    match base.map(|b| b.trim_end_matches('/')).filter(|b| !b.is_empty()) {
+        Some(b) => format!("{b}{path}"),
+        None => path.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_are_encoded_in_links() {
+        assert_eq!(
+            alert_cause(RuleKind::DlqDepth, Some("orders dlq&x"), None),
+            "/dead-letters/groups?dlq=orders%20dlq%26x"
+        );
+        assert_eq!(encode("/"), "%2F");
+    }
+
+    #[test]
+    fn each_kind_links_to_the_page_with_its_cause() {
+        assert_eq!(alert_cause(RuleKind::DlqAwaiting, None, None), "/dead-letters/groups");
+        assert_eq!(alert_cause(RuleKind::OutboxStuck, Some("billing"), None), "/outbox?source=billing&bucket=stuck");
+        assert_eq!(alert_cause(RuleKind::NewFailureGroup, None, Some(42)), "/dead-letters?group=42&status=all");
+        assert_eq!(alert_cause(RuleKind::TopologyCritical, None, None), "/topology");
+        assert_eq!(absolute(Some("https://r.example/"), "/outbox?source=a"), "https://r.example/outbox?source=a");
+        assert_eq!(absolute(None, "/x"), "/x");
+    }
+}
