@@ -18,15 +18,16 @@ COPY Cargo.toml ./
 COPY app/Cargo.toml app/
 COPY engine/Cargo.toml engine/
 COPY server/Cargo.toml server/
-RUN mkdir -p app/src engine/src server/src \
-    && touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs \
+COPY types/Cargo.toml types/
+RUN mkdir -p app/src engine/src server/src types/src \
+    && touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs types/src/lib.rs \
     && echo 'fn main() {}' > server/src/main.rs \
     && cargo build --locked -p app --lib --target wasm32-unknown-unknown --no-default-features --features hydrate --profile wasm-release \
     && cargo build --locked -p server --release \
-    && rm -rf app/src engine/src server/src
+    && rm -rf app/src engine/src server/src types/src
 COPY . .
 # The stub crates' artefacts are newer than nothing: make sure the real sources are rebuilt.
-RUN touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs server/src/main.rs && ./scripts/build --release
+RUN touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs server/src/main.rs types/src/lib.rs && ./scripts/build --release
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl && rm -rf /var/lib/apt/lists/* \

@@ -26,7 +26,7 @@ pub fn FiringBanner() -> impl IntoView {
                                     {a.value.map(|v| format!(" = {v}"))}
                                     <span class="opacity-80">{format!(" · {}", crate::format::age_secs(a.since_secs))}</span>
                                 </a>
-                                <a class="text-xs opacity-80 underline" href=format!("/alerts/{}", a.rule_id)>"rule"</a>
+                                <a class="text-xs opacity-80 underline" href=types::routes::alert_rule(a.rule_id)>"rule"</a>
                             }).collect_view()}
                         </div>
                     </div>

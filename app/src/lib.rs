@@ -23,6 +23,8 @@ use leptos_router::{
     components::{Route, Router, Routes},
 };
 
+use types::routes::seg;
+
 use crate::layout::Frame;
 use crate::pages::{
     alerts::{AlertsPage, rule::AlertRulePage},
@@ -89,33 +91,33 @@ pub fn App() -> impl IntoView {
             <Frame>
                 <Routes fallback=NotFound>
                     <Route path=StaticSegment("") view=OverviewPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("login") view=LoginPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("audit") view=AuditLogPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("alerts") view=AlertsPage ssr=SsrMode::Async />
-                    <Route path=(StaticSegment("alerts"), ParamSegment("id")) view=AlertRulePage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("outbox") view=OutboxPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("topology") view=TopologyPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("replays") view=ReplaysPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("users") view=UsersPage ssr=SsrMode::Async />
-                    <Route path=(StaticSegment("replays"), ParamSegment("id")) view=PlanPage ssr=SsrMode::Async />
-                    <Route path=StaticSegment("dead-letters") view=DeadLettersPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::LOGIN) view=LoginPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::AUDIT) view=AuditLogPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::ALERTS) view=AlertsPage ssr=SsrMode::Async />
+                    <Route path=(StaticSegment(seg::ALERTS), ParamSegment("id")) view=AlertRulePage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::OUTBOX) view=OutboxPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::TOPOLOGY) view=TopologyPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::REPLAYS) view=ReplaysPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::USERS) view=UsersPage ssr=SsrMode::Async />
+                    <Route path=(StaticSegment(seg::REPLAYS), ParamSegment("id")) view=PlanPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment(seg::DEAD_LETTERS) view=DeadLettersPage ssr=SsrMode::Async />
                     <Route
-                        path=(StaticSegment("dead-letters"), StaticSegment("groups"))
+                        path=(StaticSegment(seg::DEAD_LETTERS), StaticSegment(seg::GROUPS))
                         view=GroupsPage
                         ssr=SsrMode::Async
                     />
                     <Route
-                        path=(StaticSegment("dead-letters"), StaticSegment("groups"), ParamSegment("id"))
+                        path=(StaticSegment(seg::DEAD_LETTERS), StaticSegment(seg::GROUPS), ParamSegment("id"))
                         view=GroupPage
                         ssr=SsrMode::Async
                     />
                     <Route
-                        path=(StaticSegment("dead-letters"), ParamSegment("id"))
+                        path=(StaticSegment(seg::DEAD_LETTERS), ParamSegment("id"))
                         view=DeadLetterPage
                         ssr=SsrMode::Async
                     />
                     <Route
-                        path=(StaticSegment("outbox"), ParamSegment("source"), ParamSegment("id"))
+                        path=(StaticSegment(seg::OUTBOX), ParamSegment("source"), ParamSegment("id"))
                         view=OutboxRowPage
                         ssr=SsrMode::Async
                     />

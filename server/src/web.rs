@@ -8,7 +8,7 @@ use app::{App, shell, state::AppState};
 use axum::{Router, routing::get};
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
-use tower_http::trace::TraceLayer;
+use tower_http::{services::ServeDir, trace::TraceLayer};
 
 pub use crate::state::ServerState;
 
@@ -29,7 +29,12 @@ pub fn router(state: ServerState) -> Router {
     let app_state = state.app.clone();
     let context = move || provide_context(app_state.clone());
     let leptos = state.leptos.clone();
+    // The bundles as `scripts/build` left them, with the `.gz` beside each sent instead to a
+    // browser that accepts gzip: compressed once at build time, never per request (which
+    // delayed hydration on a busy machine; docs/ARCHITECTURE.md).
+    let pkg = std::path::Path::new(&*leptos.site_root).join(&*leptos.site_pkg_dir);
     Router::new()
+        .nest_service(&format!("/{}", leptos.site_pkg_dir), ServeDir::new(pkg).precompressed_gzip())
         .route("/healthz", get(crate::probes::healthz))
         .route("/readyz", get(crate::probes::readyz))
         .route("/metrics", get(crate::probes::metrics))

@@ -46,6 +46,16 @@ pub fn failure_group(id: i64) -> String {
     format!("/{DEAD_LETTERS}/{GROUPS}/{id}")
 }
 
+/// A DLQ's dead letters awaiting triage.
+pub fn dead_letters_in(queue: &str) -> String {
+    format!("/{DEAD_LETTERS}?queue={}", encode(queue))
+}
+
+/// A failure group's dead letters awaiting triage.
+pub fn group_awaiting(id: i64) -> String {
+    format!("/{DEAD_LETTERS}?group={id}")
+}
+
 /// Every dead letter of a failure group, whatever its status.
 pub fn group_messages(id: i64) -> String {
     format!("/{DEAD_LETTERS}?group={id}&status=all")
@@ -64,6 +74,16 @@ pub fn replay_plan(id: i64) -> String {
 /// An alert rule's page.
 pub fn alert_rule(id: i64) -> String {
     format!("/{ALERTS}/{id}")
+}
+
+/// An outbox source's rows, pending first.
+pub fn outbox_source(source: &str) -> String {
+    format!("/{OUTBOX}?source={}", encode(source))
+}
+
+/// One outbox row of a source.
+pub fn outbox_row(source: &str, id: &str) -> String {
+    format!("/{OUTBOX}/{}/{}", encode(source), encode(id))
 }
 
 /// An outbox source's rows in one bucket.

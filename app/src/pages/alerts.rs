@@ -42,7 +42,7 @@ pub fn AlertsPage() -> impl IntoView {
         <PageTitle title="Alerts" />
         {move || notice.get().map(|(id, name)| view! {
             <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">
-                "Rule "<a class="underline" href=format!("/alerts/{id}")>{name}</a>" saved."
+                "Rule "<a class="underline" href=types::routes::alert_rule(id)>{name}</a>" saved."
             </p>
         })}
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
@@ -93,7 +93,7 @@ fn RulesTable(list: Vec<RuleRowView>) -> impl IntoView {
                         view! {
                             <tr>
                                 <td class="font-medium">
-                                    <a class="underline" href=format!("/alerts/{}", r.id)>{r.name.clone()}</a>
+                                    <a class="underline" href=types::routes::alert_rule(r.id)>{r.name.clone()}</a>
                                     {(!r.enabled).then(|| view! { <span class="ml-1"><Pill text="disabled" /></span> })}
                                 </td>
                                 <td><Pill text=r.state.clone() /></td>

@@ -76,7 +76,7 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
     view! {
         <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3 mb-4" data-testid="dlq-cards">
             {list.into_iter().map(|q| {
-                let href = format!("/dead-letters?queue={}", crate::format::urlencode(&q.queue));
+                let href = types::routes::dead_letters_in(&q.queue);
                 let state = match (q.watching, q.ingested) {
                     (true, true) => None,
                     (true, false) => Some("watched, but no live ingester consumes it"),
@@ -152,10 +152,7 @@ pub fn DeadLettersPage() -> impl IntoView {
                 (href(&t, None), s.to_string(), current == *s)
             }).collect();
             // The groups of the queue being looked at, when one is.
-            let groups = match q.queue.as_deref().filter(|v| !v.is_empty()) {
-                Some(v) => format!("/dead-letters/groups?dlq={}", format::urlencode(v)),
-                None => "/dead-letters/groups".to_string(),
-            };
+            let groups = types::routes::failure_groups(q.queue.as_deref());
             tabs.push((groups, "failure groups".into(), false));
             view! { <Tabs items=tabs /> <FilterForm q /> }
         }}
@@ -254,7 +251,7 @@ fn Rows(
                                             selected.update(|s| { if on { s.insert(id); } else { s.remove(&id); } });
                                         } />
                                 })}</td>
-                                <td><a class="underline font-mono text-xs" href=format!("/dead-letters/{id}")>{format!("#{id}")}</a></td>
+                                <td><a class="underline font-mono text-xs" href=types::routes::dead_letter(id)>{format!("#{id}")}</a></td>
                                 <td class="font-mono text-xs">{r.original_queue.clone().unwrap_or_else(|| r.queue.clone())}</td>
                                 <td><Pill text=r.reason /></td>
                                 <td class="text-xs text-red-700 dark:text-red-300 max-w-xs break-words">{r.error.map(|e| format::clip(&e, 100))}</td>

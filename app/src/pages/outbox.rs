@@ -104,7 +104,7 @@ fn SourceCards(list: Vec<api::SourceHealthView>, selected: Option<String>) -> im
         <div class="grid sm:grid-cols-2 lg:grid-cols-3 gap-3 mb-4" data-testid="outbox-sources">
             {list.into_iter().map(|s| {
                 let late = s.oldest_pending_secs.is_some_and(|a| a > s.stuck_after_secs);
-                let href = format!("/outbox?source={}", crate::format::urlencode(&s.source));
+                let href = types::routes::outbox_source(&s.source);
                 let active = s.source == selected;
                 view! {
                     <a href=href class="card px-3 py-2 block hover:border-violet-400" class=("ring-2", active) class=("ring-violet-500", active)>
@@ -179,7 +179,7 @@ fn RowsTable(
                     {p.rows.into_iter().map(|r| {
                         let id = r.id.clone();
                         let id2 = r.id.clone();
-                        let detail = format!("/outbox/{}/{}", crate::format::urlencode(&source), crate::format::urlencode(&r.id));
+                        let detail = types::routes::outbox_row(&source, &r.id);
                         view! {
                             <tr>
                                 <td>{(can_operate && actionable).then(|| view! {

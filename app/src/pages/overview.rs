@@ -38,7 +38,7 @@ pub fn OverviewPage() -> impl IntoView {
                             {list.into_iter().map(|s| {
                                 let late = s.oldest_pending_secs.is_some_and(|a| a > s.stuck_after_secs);
                                 view! {
-                                    <a class="card px-3 py-2 block hover:border-violet-400" href=format!("/outbox?source={}", crate::format::urlencode(&s.source))>
+                                    <a class="card px-3 py-2 block hover:border-violet-400" href=types::routes::outbox_source(&s.source)>
                                         <div class="flex"><span class="font-medium">{s.source.clone()}</span>
                                         <span class="ml-auto text-xs muted">"pending "{s.pending.clone()}" · stuck "{s.stuck.clone()}" · failed "{s.failed.clone()}</span></div>
                                         <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
@@ -73,7 +73,7 @@ pub fn OverviewPage() -> impl IntoView {
                             <table class="tbl"><tbody>
                                 {list.into_iter().take(5).map(|g| view! {
                                     <tr>
-                                        <td><a class="underline font-mono text-xs" href=format!("/dead-letters/groups/{}", g.id)>{format!("#{}", g.id)}</a></td>
+                                        <td><a class="underline font-mono text-xs" href=types::routes::failure_group(g.id)>{format!("#{}", g.id)}</a></td>
                                         <td class="font-mono text-xs break-all">{g.original_queue.unwrap_or_else(|| "—".into())}</td>
                                         <td class="text-xs break-words"><b>{g.error_type.unwrap_or_else(|| g.reason.clone())}</b></td>
                                         <td class="text-right tabular-nums font-semibold">{g.awaiting}" awaiting"</td>

@@ -54,7 +54,7 @@ pub fn ReplaysPage() -> impl IntoView {
                                     <tbody>
                                         {list.into_iter().map(|p| view! {
                                             <tr>
-                                                <td><a class="underline" href=format!("/replays/{}", p.id)>{format!("#{}", p.id)}</a></td>
+                                                <td><a class="underline" href=types::routes::replay_plan(p.id)>{format!("#{}", p.id)}</a></td>
                                                 <td><Pill text=p.status.clone() />{p.paused_reason.clone().map(|r| view! { <div class="text-xs muted">{r}</div> })}</td>
                                                 <td><Progress p=p.clone() /></td>
                                                 <td class="text-xs">{p.target.clone()}</td>

@@ -31,3 +31,26 @@ async fn message_content_is_escaped_in_server_rendered_html() {
     assert!(!html.contains("<img src=x"), "raw img in the page");
     app.db.drop_db().await;
 }
+
+#[tokio::test]
+async fn bundles_are_sent_gzipped_from_the_build_to_browsers_that_accept_it() {
+    let site = std::env::temp_dir().join(format!("revenant-site-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(site.join("pkg")).unwrap();
+    let css = b"body { color: black }".repeat(50);
+    std::fs::write(site.join("pkg/revenant.css"), &css).unwrap();
+    // Not real gzip: the test tells which file was sent, not whether it decompresses.
+    std::fs::write(site.join("pkg/revenant.css.gz"), b"the precompressed file").unwrap();
+    let app = crate::harness::spawn_app_with(&[("REVENANT_SITE_ROOT", site.to_str().unwrap())]).await;
+    let anon = app.client(None).await;
+    let url = format!("{}/pkg/revenant.css", app.base);
+    let gz = anon.get(&url).header("accept-encoding", "gzip, deflate, br").send().await.unwrap();
+    assert_eq!(gz.status(), reqwest::StatusCode::OK);
+    assert_eq!(gz.headers()["content-encoding"], "gzip");
+    assert!(gz.headers()["content-type"].to_str().unwrap().starts_with("text/css"));
+    assert_eq!(gz.bytes().await.unwrap().as_ref(), b"the precompressed file");
+    let plain = anon.get(&url).header("accept-encoding", "identity").send().await.unwrap();
+    assert!(plain.headers().get("content-encoding").is_none());
+    assert_eq!(plain.bytes().await.unwrap().as_ref(), css.as_slice());
+    app.db.drop_db().await;
+    let _ = std::fs::remove_dir_all(site);
+}

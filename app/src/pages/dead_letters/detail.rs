@@ -37,8 +37,8 @@ pub fn DeadLetterPage() -> impl IntoView {
                             <span class="font-mono">{format!("#{}", d.id)}</span>
                             <Pill text=d.status.clone() />
                             {d.archived_reason.clone().map(|r| view! { <span class="muted">"archived: "{r}</span> })}
-                            {d.group_id.map(|g| view! { <a class="underline" href=format!("/dead-letters?group={g}&status=all")>{format!("failure group #{g}")}</a> })}
-                            {d.replay_of.map(|r| view! { <a class="underline" href=format!("/dead-letters/{r}")>{format!("replay of #{r}")}</a> })}
+                            {d.group_id.map(|g| view! { <a class="underline" href=types::routes::group_messages(g)>{format!("failure group #{g}")}</a> })}
+                            {d.replay_of.map(|r| view! { <a class="underline" href=types::routes::dead_letter(r)>{format!("replay of #{r}")}</a> })}
                         </div>
                         <div class="grid lg:grid-cols-2 gap-4">
                             <div class="flex flex-col gap-4">
@@ -98,7 +98,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                                             <li class="flex gap-2">
                                                                 <span class="text-xs muted whitespace-nowrap">{e.at}</span>
                                                                 <Pill text=e.kind />
-                                                                <a class="underline font-mono text-xs" href=format!("/dead-letters/{}", e.dead_letter_id)>{format!("#{}", e.dead_letter_id)}</a>
+                                                                <a class="underline font-mono text-xs" href=types::routes::dead_letter(e.dead_letter_id)>{format!("#{}", e.dead_letter_id)}</a>
                                                                 <span>{e.text}</span>
                                                             </li>
                                                         }).collect_view()}
@@ -109,7 +109,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                     </Suspense>
                                 </div>
                                 <h2 class="text-sm font-semibold mb-1">"Body"</h2>
-                                <Body body=d.body.clone() full_href=format!("/dead-letters/{}?full=1", d.id) />
+                                <Body body=d.body.clone() full_href=format!("{}?full=1", types::routes::dead_letter(d.id)) />
                             </div>
                         </div>
                     }.into_any(),

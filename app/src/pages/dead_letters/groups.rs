@@ -23,7 +23,7 @@ pub fn GroupsPage() -> impl IntoView {
         {move || dlq().map(|d| view! {
             <p class="text-sm mb-1" data-testid="groups-dlq">"Groups with messages in "<span class="font-mono">{d.clone()}</span>
                 ", most awaiting first · "<a class="underline" href="/dead-letters/groups">"all DLQs"</a>
-                " · "<a class="underline" href=format!("/dead-letters?queue={}", format::urlencode(&d))>"its messages"</a></p>
+                " · "<a class="underline" href=types::routes::dead_letters_in(&d)>"its messages"</a></p>
         })}
         <p class="text-sm mb-3">
             <a class="underline" href="/dead-letters">"← dead letters"</a>
@@ -43,7 +43,7 @@ pub fn GroupsPage() -> impl IntoView {
                                     <tbody>
                                         {list.into_iter().map(|g| view! {
                                             <tr>
-                                                <td><a class="underline" data-testid="group-link" href=format!("/dead-letters/groups/{}", g.id)>{format!("#{}", g.id)}</a></td>
+                                                <td><a class="underline" data-testid="group-link" href=types::routes::failure_group(g.id)>{format!("#{}", g.id)}</a></td>
                                                 <td class="font-mono text-xs">{g.original_queue.unwrap_or_else(|| "—".into())}</td>
                                                 <td><Pill text=g.reason /></td>
                                                 <td class="text-xs max-w-md break-words">
@@ -51,7 +51,7 @@ pub fn GroupsPage() -> impl IntoView {
                                                     <div class="muted">{g.error_sample.map(|s| format::clip(&s, 160))}</div>
                                                 </td>
                                                 <td class="text-right tabular-nums font-semibold">
-                                                    <a class="underline" href=format!("/dead-letters?group={}", g.id)>{g.awaiting}</a>
+                                                    <a class="underline" href=types::routes::group_awaiting(g.id)>{g.awaiting}</a>
                                                 </td>
                                                 <td class="text-right tabular-nums">{g.count}</td>
                                                 <td class="whitespace-nowrap">{format::age_secs(g.last_seen_secs)}" ago"</td>
@@ -100,8 +100,8 @@ pub fn GroupPage() -> impl IntoView {
                         view! {
                             <p class="text-sm mb-3 flex gap-3">
                                 <a class="underline" href="/dead-letters/groups">"← failure groups"</a>
-                                <a class="underline" href=format!("/dead-letters?group={gid}")>"its messages awaiting triage"</a>
-                                <a class="underline" href=format!("/dead-letters?group={gid}&status=all")>"all its messages"</a>
+                                <a class="underline" href=types::routes::group_awaiting(gid)>"its messages awaiting triage"</a>
+                                <a class="underline" href=types::routes::group_messages(gid)>"all its messages"</a>
                             </p>
                             <div class="card mb-3">
                                 <table class="tbl" data-testid="group-summary"><tbody>
@@ -126,7 +126,7 @@ pub fn GroupPage() -> impl IntoView {
                             <div class="flex flex-col gap-2" data-testid="group-samples">
                                 {p.samples.into_iter().map(|(id, b)| view! {
                                     <div class="card">
-                                        <div class="text-xs muted px-2 pt-1"><a class="underline" href=format!("/dead-letters/{id}")>{format!("#{id}")}</a>" · "{b.kind.clone()}</div>
+                                        <div class="text-xs muted px-2 pt-1"><a class="underline" href=types::routes::dead_letter(id)>{format!("#{id}")}</a>" · "{b.kind.clone()}</div>
                                         <pre class="p-2 text-xs whitespace-pre-wrap break-all">{b.text.clone()}</pre>
                                     </div>
                                 }).collect_view()}

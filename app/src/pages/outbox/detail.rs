@@ -29,8 +29,8 @@ pub fn OutboxRowPage() -> impl IntoView {
                 match detail.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(d) => {
-                        let full = format!("/outbox/{}/{}?full=1", crate::format::urlencode(&d.source), crate::format::urlencode(&d.row.id));
-                        let back = format!("/outbox?source={}", crate::format::urlencode(&d.source));
+                        let full = format!("{}?full=1", types::routes::outbox_row(&d.source, &d.row.id));
+                        let back = types::routes::outbox_source(&d.source);
                         let kv = |k: &'static str, v: Option<String>| view! {
                             <tr><th class="w-40">{k}</th><td class="font-mono text-xs break-all">{v.unwrap_or_else(|| "—".into())}</td></tr>
                         };
@@ -71,7 +71,7 @@ pub fn OutboxRowPage() -> impl IntoView {
                                             view! { <li class="muted">"none seen"</li> }.into_any()
                                         } else {
                                             d.downstream.iter().map(|(id, queue, status)| view! {
-                                                <li><a class="underline" href=format!("/dead-letters/{id}")>{format!("#{id} in {queue}")}</a>" "<Pill text=status.clone() /></li>
+                                                <li><a class="underline" href=types::routes::dead_letter(*id)>{format!("#{id} in {queue}")}</a>" "<Pill text=status.clone() /></li>
                                             }).collect_view().into_any()
                                         }}
                                     </ul>

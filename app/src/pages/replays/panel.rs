@@ -50,7 +50,7 @@ pub fn ReplayPanel(
     Effect::new(move |_| {
         if let Some(Ok(id)) = create.value().get() {
             let navigate = leptos_router::hooks::use_navigate();
-            navigate(&format!("/replays/{id}"), Default::default());
+            navigate(&types::routes::replay_plan(id), Default::default());
         }
     });
     let text = |sig: RwSignal<String>, name: &'static str, width: &'static str| {

@@ -46,7 +46,7 @@ pub fn PlanPage() -> impl IntoView {
                                             <div class="text-red-700 dark:text-red-400 text-sm" data-testid="died-again">
                                                 <b>{format!("died again {total}")}</b>
                                                 {p.died_again.iter().map(|(g, n)| match g {
-                                                    Some(g) => view! { " · "<a class="underline" href=format!("/dead-letters?group={g}&status=all")>{format!("{n} in group #{g}")}</a> }.into_any(),
+                                                    Some(g) => view! { " · "<a class="underline" href=types::routes::group_messages(*g)>{format!("{n} in group #{g}")}</a> }.into_any(),
                                                     None => view! { " · "{format!("{n} ungrouped")} }.into_any(),
                                                 }).collect_view()}
                                             </div>
@@ -73,7 +73,7 @@ pub fn PlanPage() -> impl IntoView {
                                         {items.into_iter().map(|i| view! {
                                             <tr>
                                                 <td class="tabular-nums">{i.seq}</td>
-                                                <td><a class="underline" href=format!("/dead-letters/{}", i.dead_letter_id)>{format!("#{}", i.dead_letter_id)}</a></td>
+                                                <td><a class="underline" href=types::routes::dead_letter(i.dead_letter_id)>{format!("#{}", i.dead_letter_id)}</a></td>
                                                 <td class="font-mono text-xs">{format!("{} / {}", i.exchange, i.routing_key)}</td>
                                                 <td><Pill text=i.status /></td>
                                                 <td class="text-xs text-red-700 dark:text-red-300">{i.error}</td>
