@@ -1,14 +1,19 @@
-//! `/metrics` in the Prometheus text exposition format (version 0.0.4).
+//! `/metrics` in the OpenMetrics text format (which Prometheus scrapes), written by the
+//! `prometheus-client` crate.
 //!
 //! Policy: the server gathers the database-backed gauges with [`collect`] (a handful of
 //! cheap queries: the latest depth samples, awaiting counts per queue, per-source health,
 //! alert states) and passes the in-process counters of this instance; [`render`] is pure so
-//! the format is unit-tested. Every family has HELP and TYPE lines, label values are
-//! escaped (`\\`, `"`, newline), histograms are cumulative and end with `+Inf`. Counters
-//! are this process's: Prometheus sums instances.
+//! the output is unit-tested. Counters are this process's: Prometheus sums instances.
 
-use std::fmt::Write as _;
+use std::fmt;
 
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet, text::encode},
+    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    registry::Registry,
+};
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -113,188 +118,215 @@ pub async fn collect(pool: &PgPool, sources: &[Source]) -> Result<MetricsInput, 
     Ok(MetricsInput { queues, sources: out, alerts: alerts::state_counts(pool).await? })
 }
 
-fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+/// A family's samples, `(label value, value)`; the label name is the family's.
+type Labelled<'a> = Vec<(&'a str, f64)>;
+
+/// One scrape: a snapshot of the database gauges and this process's counters, encoded by
+/// `prometheus-client` (which writes the HELP and TYPE lines, escapes label values, makes
+/// histograms cumulative up to `+Inf` and ends the text with `# EOF`).
+#[derive(Debug)]
+struct Scrape {
+    input: MetricsInput,
+    relay: Option<RelayCounters>,
+    ingest: Option<IngestCounts>,
+    replay: Option<ReplayCounters>,
 }
 
-fn escape_help(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
+/// The relay's counters read once, so a scrape is consistent with itself.
+#[derive(Debug)]
+struct RelayCounters {
+    published: u64,
+    failed_attempts: u64,
+    failed_final: u64,
+    returned: u64,
+    in_flight: u64,
+    connected: bool,
+    latency: LatencySnapshot,
 }
 
-fn float(v: f64) -> String {
-    if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else if v.is_nan() {
-        "NaN".into()
-    } else {
-        format!("{v}")
-    }
-}
-
-struct Out(String);
-
-impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-    }
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.0.push_str(name);
-        if !labels.is_empty() {
-            let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
-            let _ = write!(self.0, "{{{}}}", inner.join(","));
-        }
-        let _ = writeln!(self.0, " {}", float(value));
-    }
-    fn single(&mut self, name: &str, kind: &str, help: &str, value: f64) {
-        self.family(name, kind, help);
-        self.sample(name, &[], value);
-    }
-    fn histogram(&mut self, name: &str, help: &str, h: &LatencySnapshot) {
-        self.family(name, "histogram", help);
-        for (le, count) in h.cumulative() {
-            self.sample(&format!("{name}_bucket"), &[("le", &float(le))], count as f64);
-        }
-        self.sample(&format!("{name}_sum"), &[], h.sum_seconds);
-        self.sample(&format!("{name}_count"), &[], h.count as f64);
-    }
-}
-
-pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
-    let mut o = Out(String::with_capacity(4096));
-    let q = &input.queues;
-    o.family("revenant_dlq_ready_messages", "gauge", "Ready messages in the queue at its latest depth sample.");
-    for m in q.iter().filter(|m| m.ready.is_some()) {
-        o.sample("revenant_dlq_ready_messages", &[("queue", &m.queue)], m.ready.unwrap_or(0) as f64);
-    }
-    o.family(
-        "revenant_dlq_unacked_messages",
-        "gauge",
-        "Unacknowledged messages (management API) at the latest sample.",
-    );
-    for m in q {
-        if let Some(u) = m.unacked {
-            o.sample("revenant_dlq_unacked_messages", &[("queue", &m.queue)], u as f64);
-        }
-    }
-    o.family("revenant_dlq_awaiting_triage", "gauge", "Stored dead letters of the queue awaiting triage.");
-    for m in q {
-        o.sample("revenant_dlq_awaiting_triage", &[("queue", &m.queue)], m.awaiting as f64);
-    }
-
-    let up: Vec<&SourceMetrics> = input.sources.iter().filter(|s| s.up).collect();
-    o.family("revenant_outbox_source_up", "gauge", "1 when the outbox source's database answered this scrape.");
-    for s in &input.sources {
-        o.sample("revenant_outbox_source_up", &[("source", &s.source)], if s.up { 1.0 } else { 0.0 });
-    }
-    for (name, help, get) in [
-        (
-            "revenant_outbox_pending",
-            "Pending outbox rows (capped at 10000).",
-            (|s: &SourceMetrics| s.pending) as fn(&SourceMetrics) -> i64,
-        ),
-        ("revenant_outbox_stuck", "Stuck outbox rows (capped at 10000).", |s| s.stuck),
-        ("revenant_outbox_failed", "Failed outbox rows (capped at 10000).", |s| s.failed),
-    ] {
-        o.family(name, "gauge", help);
-        for s in &up {
-            o.sample(name, &[("source", &s.source)], get(s) as f64);
-        }
-    }
-    o.family(
-        "revenant_outbox_oldest_pending_age_seconds",
-        "gauge",
-        "Age of the oldest pending outbox row; 0 when none is pending.",
-    );
-    for s in &up {
-        let age = s.oldest_pending_age_secs.unwrap_or(0.0);
-        o.sample("revenant_outbox_oldest_pending_age_seconds", &[("source", &s.source)], age);
-    }
-
-    if let Some(r) = counters.relay {
+impl RelayCounters {
+    fn read(r: &RelayStats) -> Self {
         use std::sync::atomic::Ordering::Relaxed;
-        o.single(
-            "revenant_relay_published_total",
-            "counter",
-            "Outbox rows published and confirmed.",
-            r.published.load(Relaxed) as f64,
-        );
-        let fa = r.failed_attempts.load(Relaxed) as f64;
-        o.single(
-            "revenant_relay_failed_attempts_total",
-            "counter",
-            "Publish attempts that did not end in a confirm.",
-            fa,
-        );
-        o.single(
-            "revenant_relay_failed_total",
-            "counter",
-            "Outbox rows that ended failed.",
-            r.failed_final.load(Relaxed) as f64,
-        );
-        o.single(
-            "revenant_relay_returned_total",
-            "counter",
-            "Publishes returned as unroutable.",
-            r.returned.load(Relaxed) as f64,
-        );
-        o.single(
-            "revenant_relay_in_flight",
-            "gauge",
-            "Publishes awaiting their confirm.",
-            r.in_flight.load(Relaxed) as f64,
-        );
-        let connected = if r.connected.load(Relaxed) { 1.0 } else { 0.0 };
-        o.single("revenant_relay_connected", "gauge", "1 when the relay has a confirm-mode channel.", connected);
-        o.histogram("revenant_relay_confirm_latency_seconds", "Publish to broker confirm.", &r.confirm_latency());
+        Self {
+            published: r.published.load(Relaxed),
+            failed_attempts: r.failed_attempts.load(Relaxed),
+            failed_final: r.failed_final.load(Relaxed),
+            returned: r.returned.load(Relaxed),
+            in_flight: r.in_flight.load(Relaxed),
+            connected: r.connected.load(Relaxed),
+            latency: r.confirm_latency(),
+        }
     }
-    if let Some(i) = counters.ingest {
-        o.single("revenant_ingest_received_total", "counter", "Dead letters received from DLQs.", i.received as f64);
-        o.single("revenant_ingest_stored_total", "counter", "Dead letters stored (then acked).", i.stored as f64);
-        o.single(
-            "revenant_ingest_duplicates_total",
-            "counter",
-            "Redeliveries of dead letters already stored.",
-            i.duplicates as f64,
-        );
-        o.single(
-            "revenant_ingest_store_errors_total",
-            "counter",
-            "Dead letters that could not be stored.",
-            i.store_errors as f64,
-        );
-    }
-    if let Some(r) = counters.replay {
-        o.single("revenant_replay_sent_total", "counter", "Replays published and confirmed.", r.sent as f64);
-        o.single("revenant_replay_failed_total", "counter", "Replay attempts that failed.", r.failed as f64);
-        o.single("revenant_replay_returned_total", "counter", "Replays returned as unroutable.", r.returned as f64);
-        o.single(
-            "revenant_replay_plans_running",
-            "gauge",
-            "Replay plans this instance is sending now.",
-            r.plans_running as f64,
-        );
-        o.single(
-            "revenant_replay_auto_paused_total",
-            "counter",
-            "Replay plans paused automatically because replayed messages died again.",
-            r.auto_paused as f64,
-        );
-        o.single(
-            "revenant_replay_connected",
-            "gauge",
-            "1 when the replay publisher has its broker connection.",
-            if r.connected { 1.0 } else { 0.0 },
-        );
-    }
-
-    o.family("revenant_alert_rules", "gauge", "Enabled alert rules by state.");
-    let a = &input.alerts;
-    for (state, n) in [("ok", a.ok), ("pending", a.pending), ("firing", a.firing), ("resolved", a.resolved)] {
-        o.sample("revenant_alert_rules", &[("state", state)], n as f64);
-    }
-    o.0
 }
+
+fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, label: &str, samples: Labelled) -> fmt::Result {
+    let mut m = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (value, v) in samples {
+        ConstGauge::new(v).encode(m.encode_family(&[(label, value)])?)?;
+    }
+    Ok(())
+}
+
+fn single_gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> fmt::Result {
+    ConstGauge::new(v).encode(e.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+/// `name` without `_total`: the encoder adds it to the sample.
+fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    ConstCounter::new(v).encode(e.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
+        let q = &self.input.queues;
+        gauge(
+            &mut e,
+            "dlq_ready_messages",
+            "Ready messages in the queue at its latest depth sample.",
+            "queue",
+            q.iter().filter_map(|m| Some((m.queue.as_str(), m.ready? as f64))).collect(),
+        )?;
+        gauge(
+            &mut e,
+            "dlq_unacked_messages",
+            "Unacknowledged messages (management API) at the latest sample.",
+            "queue",
+            q.iter().filter_map(|m| Some((m.queue.as_str(), m.unacked? as f64))).collect(),
+        )?;
+        gauge(
+            &mut e,
+            "dlq_awaiting_triage",
+            "Stored dead letters of the queue awaiting triage.",
+            "queue",
+            q.iter().map(|m| (m.queue.as_str(), m.awaiting as f64)).collect(),
+        )?;
+
+        let sources = &self.input.sources;
+        gauge(
+            &mut e,
+            "outbox_source_up",
+            "1 when the outbox source's database answered this scrape.",
+            "source",
+            sources.iter().map(|s| (s.source.as_str(), flag(s.up))).collect(),
+        )?;
+        let up = || sources.iter().filter(|s| s.up);
+        let per_source = |get: fn(&SourceMetrics) -> f64| up().map(|s| (s.source.as_str(), get(s))).collect();
+        gauge(
+            &mut e,
+            "outbox_pending",
+            "Pending outbox rows (capped at 10000).",
+            "source",
+            per_source(|s| s.pending as f64),
+        )?;
+        gauge(
+            &mut e,
+            "outbox_stuck",
+            "Stuck outbox rows (capped at 10000).",
+            "source",
+            per_source(|s| s.stuck as f64),
+        )?;
+        gauge(
+            &mut e,
+            "outbox_failed",
+            "Failed outbox rows (capped at 10000).",
+            "source",
+            per_source(|s| s.failed as f64),
+        )?;
+        gauge(
+            &mut e,
+            "outbox_oldest_pending_age_seconds",
+            "Age of the oldest pending outbox row; 0 when none is pending.",
+            "source",
+            per_source(|s| s.oldest_pending_age_secs.unwrap_or(0.0)),
+        )?;
+
+        if let Some(r) = &self.relay {
+            counter(&mut e, "relay_published", "Outbox rows published and confirmed.", r.published)?;
+            counter(
+                &mut e,
+                "relay_failed_attempts",
+                "Publish attempts that did not end in a confirm.",
+                r.failed_attempts,
+            )?;
+            counter(&mut e, "relay_failed", "Outbox rows that ended failed.", r.failed_final)?;
+            counter(&mut e, "relay_returned", "Publishes returned as unroutable.", r.returned)?;
+            single_gauge(&mut e, "relay_in_flight", "Publishes awaiting their confirm.", r.in_flight as f64)?;
+            single_gauge(&mut e, "relay_connected", "1 when the relay has a confirm-mode channel.", flag(r.connected))?;
+            let h = &r.latency;
+            let mut m = e.encode_descriptor(
+                "relay_confirm_latency_seconds",
+                "Publish to broker confirm.",
+                None,
+                MetricType::Histogram,
+            )?;
+            let buckets: Vec<(f64, u64)> = h.buckets().collect();
+            m.encode_histogram::<NoLabelSet>(h.sum_seconds, h.count, &buckets, None)?;
+        }
+        if let Some(i) = &self.ingest {
+            counter(&mut e, "ingest_received", "Dead letters received from DLQs.", i.received)?;
+            counter(&mut e, "ingest_stored", "Dead letters stored (then acked).", i.stored)?;
+            counter(&mut e, "ingest_duplicates", "Redeliveries of dead letters already stored.", i.duplicates)?;
+            counter(&mut e, "ingest_store_errors", "Dead letters that could not be stored.", i.store_errors)?;
+        }
+        if let Some(r) = &self.replay {
+            counter(&mut e, "replay_sent", "Replays published and confirmed.", r.sent)?;
+            counter(&mut e, "replay_failed", "Replay attempts that failed.", r.failed)?;
+            counter(&mut e, "replay_returned", "Replays returned as unroutable.", r.returned)?;
+            single_gauge(
+                &mut e,
+                "replay_plans_running",
+                "Replay plans this instance is sending now.",
+                r.plans_running as f64,
+            )?;
+            counter(
+                &mut e,
+                "replay_auto_paused",
+                "Replay plans paused automatically because replayed messages died again.",
+                r.auto_paused,
+            )?;
+            single_gauge(
+                &mut e,
+                "replay_connected",
+                "1 when the replay publisher has its broker connection.",
+                flag(r.connected),
+            )?;
+        }
+
+        let a = &self.input.alerts;
+        let states = [("ok", a.ok), ("pending", a.pending), ("firing", a.firing), ("resolved", a.resolved)];
+        gauge(
+            &mut e,
+            "alert_rules",
+            "Enabled alert rules by state.",
+            "state",
+            states.map(|(s, n)| (s, n as f64)).to_vec(),
+        )
+    }
+}
+
+/// The OpenMetrics text of one scrape (every family named `revenant_…`).
+pub fn render(input: &MetricsInput, counters: Counters<'_>) -> String {
+    let mut registry = Registry::with_prefix("revenant");
+    registry.register_collector(Box::new(Scrape {
+        input: input.clone(),
+        relay: counters.relay.map(RelayCounters::read),
+        ingest: counters.ingest,
+        replay: counters.replay,
+    }));
+    let mut out = String::with_capacity(4096);
+    // Writing to a String cannot fail; an encoder error would be a bug in a family above.
+    if let Err(e) = encode(&mut out, &registry) {
+        tracing::error!(error = %e, "metrics: encoding failed");
+    }
+    out
+}
+
+/// The content type of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests;

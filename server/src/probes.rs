@@ -96,5 +96,5 @@ pub async fn metrics(State(state): State<ServerState>, headers: axum::http::Head
         }),
     };
     let body = engine::metrics::render(&input, counters);
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+    ([(axum::http::header::CONTENT_TYPE, engine::metrics::CONTENT_TYPE)], body).into_response()
 }

@@ -58,11 +58,13 @@ fn parse_sample(line: &str) -> Sample {
     (name.to_string(), labels, value)
 }
 
-/// Checks the whole text: families declared once, before their samples.
+/// Checks the whole text: families declared once, before their samples, and the
+/// OpenMetrics `# EOF` last.
 fn parse(text: &str) -> Vec<Sample> {
     let mut types: HashMap<String, String> = HashMap::new();
     let mut samples = Vec::new();
-    for line in text.lines() {
+    assert_eq!(text.lines().last(), Some("# EOF"), "{text}");
+    for line in text.lines().filter(|l| *l != "# EOF") {
         if let Some(h) = line.strip_prefix("# HELP ") {
             assert!(h.split_once(' ').is_some(), "{line}");
         } else if let Some(t) = line.strip_prefix("# TYPE ") {
@@ -71,10 +73,11 @@ fn parse(text: &str) -> Vec<Sample> {
             assert!(types.insert(name.into(), kind.into()).is_none(), "{name} declared twice");
         } else {
             let s = parse_sample(line);
-            let family = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|suf| s.0.strip_suffix(suf).filter(|f| types.get(*f).is_some_and(|k| k == "histogram")))
-                .unwrap_or(&s.0);
+            let family =
+                [("_bucket", "histogram"), ("_sum", "histogram"), ("_count", "histogram"), ("_total", "counter")]
+                    .iter()
+                    .find_map(|(suf, kind)| s.0.strip_suffix(suf).filter(|f| types.get(*f).is_some_and(|k| k == kind)))
+                    .unwrap_or(&s.0);
             assert!(types.contains_key(family), "sample {} before its TYPE", s.0);
             samples.push(s);
         }

@@ -54,6 +54,11 @@ pub struct LatencySnapshot {
 }
 
 impl LatencySnapshot {
+    /// `(le, count in this bucket alone)` pairs; the last `le` is `+Inf`.
+    pub fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        LATENCY_BUCKETS.iter().copied().chain([f64::INFINITY]).zip(self.counts.iter().copied())
+    }
+
     /// `(le, cumulative count)` pairs as Prometheus exposes them; the last `le` is `+Inf`.
     pub fn cumulative(&self) -> Vec<(f64, u64)> {
         let mut acc = 0;

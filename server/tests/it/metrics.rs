@@ -1,14 +1,16 @@
-//! `/metrics` is valid Prometheus text and its figures match the store.
+//! `/metrics` is valid OpenMetrics text (which Prometheus scrapes) and its figures match the store.
 
 use std::collections::HashMap;
 
 use crate::harness::spawn_app;
 
-/// A strict-enough parser of the text exposition format: every line is a comment (`# HELP`
-/// or `# TYPE` with a known type) or `name{labels} value`, with a parsable float value.
+/// A strict-enough parser of the OpenMetrics text format: every line is a comment (`# HELP`
+/// or `# TYPE` with a known type) or `name{labels} value`, with a parsable float value, and
+/// the last line is `# EOF`.
 fn parse(text: &str) -> HashMap<String, f64> {
     let mut samples = HashMap::new();
-    for line in text.lines().filter(|l| !l.is_empty()) {
+    assert_eq!(text.lines().last(), Some("# EOF"), "{text}");
+    for line in text.lines().filter(|l| !l.is_empty() && *l != "# EOF") {
         if let Some(rest) = line.strip_prefix("# ") {
             let mut parts = rest.splitn(3, ' ');
             let kind = parts.next().unwrap();
