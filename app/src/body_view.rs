@@ -2,11 +2,12 @@
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
+use types::BodyKind;
 
 /// What the server sends for a body: already rendered (JSON pretty, text, or hex).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BodyView {
-    pub kind: String,
+    pub kind: BodyKind,
     pub text: String,
     pub truncated: bool,
     pub total_bytes: usize,
@@ -16,22 +17,17 @@ pub struct BodyView {
 impl BodyView {
     pub fn render(bytes: &[u8], max: usize) -> BodyView {
         let r = engine::dead_letter::body::render(bytes, max);
-        let kind = match r.kind {
-            engine::dead_letter::body::BodyKind::Json => "json",
-            engine::dead_letter::body::BodyKind::Text => "text",
-            engine::dead_letter::body::BodyKind::Hex => "hex",
-        };
-        BodyView { kind: kind.into(), text: r.text, truncated: r.truncated, total_bytes: r.total_bytes }
+        BodyView { kind: r.kind, text: r.text, truncated: r.truncated, total_bytes: r.total_bytes }
     }
 }
 
 /// The body in a <pre>, as text; a "show all" link when it was cut.
 #[component]
 pub fn Body(body: BodyView, #[prop(into)] full_href: String) -> impl IntoView {
-    let label = match body.kind.as_str() {
-        "json" => "JSON",
-        "text" => "text",
-        _ => "binary (hex)",
+    let label = match body.kind {
+        BodyKind::Json => "JSON",
+        BodyKind::Text => "text",
+        BodyKind::Hex => "binary (hex)",
     };
     view! {
         <div class="card">

@@ -86,6 +86,13 @@ macro_rules! words {
             }
         }
 
+        // So a test (or a match on a row read as text) can compare with the word itself.
+        impl PartialEq<&str> for $name {
+            fn eq(&self, word: &&str) -> bool {
+                self.as_str() == *word
+            }
+        }
+
         impl From<$name> for String {
             fn from(v: $name) -> String {
                 v.as_str().to_string()

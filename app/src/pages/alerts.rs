@@ -96,9 +96,9 @@ fn RulesTable(list: Vec<RuleRowView>) -> impl IntoView {
                                     <a class="underline" href=types::routes::alert_rule(r.id)>{r.name.clone()}</a>
                                     {(!r.enabled).then(|| view! { <span class="ml-1"><Pill text="disabled" /></span> })}
                                 </td>
-                                <td><Pill text=r.state.clone() /></td>
-                                <td>{r.severity.clone().map(|s| view! { <Pill text=s /> })}</td>
-                                <td class="text-xs" title=r.kind.clone()>{r.kind_label.clone()}</td>
+                                <td><Pill text=r.state /></td>
+                                <td>{r.severity.map(|s| view! { <Pill text=s /> })}</td>
+                                <td class="text-xs" title=r.kind.as_str()>{r.kind.label()}</td>
                                 <td class="font-mono text-xs">
                                     <a class="underline" href=r.link.clone()>{r.target.clone().unwrap_or_else(|| "any queue".into())}</a>
                                 </td>

@@ -55,7 +55,7 @@ pub fn ReplaysPage() -> impl IntoView {
                                         {list.into_iter().map(|p| view! {
                                             <tr>
                                                 <td><a class="underline" href=types::routes::replay_plan(p.id)>{format!("#{}", p.id)}</a></td>
-                                                <td><Pill text=p.status.clone() />{p.paused_reason.clone().map(|r| view! { <div class="text-xs muted">{r}</div> })}</td>
+                                                <td><Pill text=p.status />{p.paused_reason.clone().map(|r| view! { <div class="text-xs muted">{r}</div> })}</td>
                                                 <td><Progress p=p.clone() /></td>
                                                 <td class="text-xs">{p.target.clone()}</td>
                                                 <td class="tabular-nums">{p.rate_per_sec.map(|r| format!("{r}/s")).unwrap_or_else(|| "max".into())}</td>

@@ -86,9 +86,9 @@ pub struct EventRow {
     pub id: i64,
     pub rule_id: i64,
     pub at: DateTime<Utc>,
-    pub from_state: String,
-    pub to_state: String,
-    pub severity: Option<String>,
+    pub from_state: AlertState,
+    pub to_state: AlertState,
+    pub severity: Option<Severity>,
     pub value: f64,
     pub threshold: f64,
     pub message: String,
@@ -104,9 +104,10 @@ pub async fn history(
 ) -> Result<Vec<EventRow>, sqlx::Error> {
     sqlx::query_as!(
         EventRow,
-        "SELECT id, rule_id, at, from_state, to_state, severity, value, threshold, message, link
+        r#"SELECT id, rule_id, at, from_state AS "from_state: AlertState", to_state AS "to_state: AlertState",
+                severity AS "severity: Severity", value, threshold, message, link
          FROM alert_events WHERE rule_id = $1 AND id < coalesce($2, 9223372036854775807)
-         ORDER BY id DESC LIMIT $3",
+         ORDER BY id DESC LIMIT $3"#,
         rule_id,
         before_id,
         limit,
@@ -119,8 +120,8 @@ pub async fn history(
 pub struct DeliveryRow {
     pub id: i64,
     pub event_id: i64,
-    /// The transition delivered: `firing` or `resolved`.
-    pub to_state: String,
+    /// The transition delivered: firing or resolved.
+    pub to_state: AlertState,
     pub attempt: i32,
     /// When the attempt was made; None while it waits for `next_attempt_at`.
     pub at: Option<DateTime<Utc>>,
@@ -134,9 +135,10 @@ pub struct DeliveryRow {
 pub async fn deliveries(db: impl PgExecutor<'_>, rule_id: i64, limit: i64) -> Result<Vec<DeliveryRow>, sqlx::Error> {
     sqlx::query_as!(
         DeliveryRow,
-        "SELECT d.id, d.event_id, e.to_state, d.attempt, d.at, d.status_code, d.error, d.delivered, d.next_attempt_at
+        r#"SELECT d.id, d.event_id, e.to_state AS "to_state: AlertState", d.attempt, d.at, d.status_code, d.error,
+                d.delivered, d.next_attempt_at
          FROM webhook_deliveries d JOIN alert_events e ON e.id = d.event_id
-         WHERE e.rule_id = $1 ORDER BY d.id DESC LIMIT $2",
+         WHERE e.rule_id = $1 ORDER BY d.id DESC LIMIT $2"#,
         rule_id,
         limit,
     )

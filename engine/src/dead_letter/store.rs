@@ -65,12 +65,12 @@ pub async fn insert_committed(pool: &PgPool, r: &Received) -> Result<InsertOutco
 pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<DeadLetter, StoreError> {
     sqlx::query_as!(
         DeadLetter,
-        "SELECT id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+        r#"SELECT id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
             app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
             body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
-            death_count, first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason,
-            replay_of, ingested_at
-         FROM dead_letters WHERE id = $1",
+            death_count, first_death_at, error_type, error_message, fingerprint, group_id,
+            status AS "status: Status", archived_reason, replay_of, ingested_at
+         FROM dead_letters WHERE id = $1"#,
         id
     )
     .fetch_optional(db)

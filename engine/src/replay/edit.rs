@@ -21,7 +21,10 @@ use sqlx::{PgExecutor, PgPool};
 
 use crate::audit;
 use crate::auth::Principal;
-use crate::dead_letter::{headers, model::DeadLetter};
+use crate::dead_letter::{
+    headers,
+    model::{DeadLetter, Status},
+};
 
 pub use diff::{BodyDiff, Diff, HeaderChange, Line, LineKind};
 
@@ -78,7 +81,7 @@ impl Edit {
 /// What a replay of a dead letter would send now: its latest edit, or the original.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Version {
-    pub status: String,
+    pub status: Status,
     pub body: Vec<u8>,
     pub headers: Option<Value>,
     /// The edit, when the message was edited.
@@ -88,7 +91,7 @@ pub struct Version {
 pub async fn current(db: impl PgExecutor<'_>, dead_letter_id: i64) -> Result<Version, EditError> {
     let row = sqlx::query_as!(
         Version,
-        r#"SELECT d.status, CASE WHEN e.id IS NULL THEN d.body ELSE e.body END AS "body!",
+        r#"SELECT d.status AS "status: Status", CASE WHEN e.id IS NULL THEN d.body ELSE e.body END AS "body!",
                 CASE WHEN e.id IS NULL THEN d.headers ELSE e.headers END AS headers, e.id AS "edit_id?"
          FROM dead_letters d
          LEFT JOIN LATERAL (SELECT id, body, headers FROM dead_letter_edits
@@ -146,10 +149,13 @@ pub async fn save_edit(
     }
     let mut tx = pool.begin().await?;
     // Locks the row: a plan created meanwhile waits, and then sends this edit.
-    let status = sqlx::query_scalar!("SELECT status FROM dead_letters WHERE id = $1 FOR UPDATE", dead_letter_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if status.as_deref() == Some("replaying") {
+    let status = sqlx::query_scalar!(
+        r#"SELECT status AS "status: Status" FROM dead_letters WHERE id = $1 FOR UPDATE"#,
+        dead_letter_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if status == Some(Status::Replaying) {
         return Err(EditError::Conflict(format!(
             "dead letter {dead_letter_id} is being replayed; edit it once that replay has finished or been cancelled"
         )));
@@ -378,7 +384,7 @@ mod tests {
             error_message: None,
             fingerprint: "fp".into(),
             group_id: None,
-            status: "awaiting".into(),
+            status: Status::Awaiting,
             archived_reason: None,
             replay_of: None,
             ingested_at: Utc::now(),

@@ -12,8 +12,8 @@ use std::time::Duration;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::model::Plan;
-use crate::dead_letter::model::DeadLetter;
+use super::model::{Plan, PlanStatus};
+use crate::dead_letter::model::{DeadLetter, Status};
 
 /// One item to send, with the dead letter it copies.
 #[derive(Debug, Clone)]
@@ -29,15 +29,15 @@ pub struct Outgoing {
 pub async fn claim_plan(pool: &PgPool, owner: Uuid, lease: Duration, busy: &[i64]) -> sqlx::Result<Option<Plan>> {
     sqlx::query_as!(
         Plan,
-        "UPDATE replay_plans SET status = 'running', lease_owner = $1,
+        r#"UPDATE replay_plans SET status = 'running', lease_owner = $1,
             lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
          WHERE id = (SELECT id FROM replay_plans
                      WHERE status IN ('scheduled', 'running') AND start_at <= now()
                        AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND NOT (id = ANY($3))
                      ORDER BY start_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
          RETURNING id, created_by, created_at, source, target_mode, target_exchange, target_routing_key,
-            rate_per_sec, start_at, ordered, status, auto_pause_share, auto_pause_window_secs, paused_reason, total,
-            sent, failed, cancelled, updated_at, finished_at",
+            rate_per_sec, start_at, ordered, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total,
+            sent, failed, cancelled, updated_at, finished_at"#,
         owner,
         lease.as_secs_f64(),
         busy
@@ -110,12 +110,12 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
     let ids: Vec<i64> = rows.iter().map(|r| r.dead_letter_id).collect();
     let letters = sqlx::query_as!(
         DeadLetter,
-        "SELECT id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
+        r#"SELECT id, queue, message_id, correlation_id, content_type, content_encoding, amqp_timestamp,
             app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
             body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
-            death_count, first_death_at, error_type, error_message, fingerprint, group_id, status, archived_reason,
-            replay_of, ingested_at
-         FROM dead_letters WHERE id = ANY($1)",
+            death_count, first_death_at, error_type, error_message, fingerprint, group_id,
+            status AS "status: Status", archived_reason, replay_of, ingested_at
+         FROM dead_letters WHERE id = ANY($1)"#,
         &ids
     )
     .fetch_all(pool)

@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use types::{ItemStatus, PlanStatus};
+
 use crate::dead_letter::store::ListFilter;
 
 /// What the operator picked. Only dead letters awaiting triage are ever taken.
@@ -169,8 +171,7 @@ pub struct Plan {
     pub rate_per_sec: Option<f32>,
     pub start_at: DateTime<Utc>,
     pub ordered: bool,
-    /// scheduled, running, paused, cancelled, done.
-    pub status: String,
+    pub status: PlanStatus,
     pub auto_pause_share: Option<f32>,
     pub auto_pause_window_secs: i32,
     pub paused_reason: Option<String>,
@@ -196,8 +197,7 @@ pub struct PlanItem {
     pub seq: i64,
     pub exchange: String,
     pub routing_key: String,
-    /// pending, sent, failed, cancelled.
-    pub status: String,
+    pub status: ItemStatus,
     /// The broker's reason, for a failed item.
     pub error: Option<String>,
     pub sent_at: Option<DateTime<Utc>>,

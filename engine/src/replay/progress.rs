@@ -7,16 +7,16 @@ use sqlx::PgExecutor;
 
 use super::{
     ReplayError,
-    model::{Plan, PlanItem},
+    model::{ItemStatus, Plan, PlanItem, PlanStatus},
 };
 
 pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Plan, ReplayError> {
     sqlx::query_as!(
         Plan,
-        "SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
-            start_at, ordered, status, auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
+        r#"SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
+            start_at, ordered, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
             cancelled, updated_at, finished_at
-         FROM replay_plans WHERE id = $1",
+         FROM replay_plans WHERE id = $1"#,
         id
     )
     .fetch_optional(db)
@@ -28,10 +28,10 @@ pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Plan, ReplayError> 
 pub async fn list(db: impl PgExecutor<'_>, before_id: Option<i64>, limit: i64) -> Result<Vec<Plan>, ReplayError> {
     Ok(sqlx::query_as!(
         Plan,
-        "SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
-            start_at, ordered, status, auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
+        r#"SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
+            start_at, ordered, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
             cancelled, updated_at, finished_at
-         FROM replay_plans WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+         FROM replay_plans WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"#,
         before_id,
         limit.clamp(1, 500)
     )
@@ -49,9 +49,9 @@ pub async fn items(
 ) -> Result<Vec<PlanItem>, ReplayError> {
     Ok(sqlx::query_as!(
         PlanItem,
-        "SELECT plan_id, dead_letter_id, seq, exchange, routing_key, status, error, sent_at, settled_at
+        r#"SELECT plan_id, dead_letter_id, seq, exchange, routing_key, status AS "status: ItemStatus", error, sent_at, settled_at
          FROM replay_items WHERE plan_id = $1 AND ($2::text IS NULL OR status = $2) AND seq > coalesce($3::bigint, 0)
-         ORDER BY seq LIMIT $4",
+         ORDER BY seq LIMIT $4"#,
         plan_id,
         status,
         after_seq,

@@ -86,7 +86,7 @@ async fn state(pool: &PgPool, rule_id: i64) -> (AlertState, Option<Severity>, Op
 async fn transitions(pool: &PgPool, rule_id: i64) -> Vec<(String, String)> {
     let mut h = alerts::history(pool, rule_id, None, 100).await.unwrap();
     h.reverse();
-    h.into_iter().map(|e| (e.from_state, e.to_state)).collect()
+    h.into_iter().map(|e| (e.from_state.to_string(), e.to_state.to_string())).collect()
 }
 
 async fn new_failure_group(pool: &PgPool) -> i64 {

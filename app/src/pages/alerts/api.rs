@@ -8,6 +8,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use types::{AlertState, RuleKind, Severity};
+
 use crate::error::AppError;
 
 /// A rule as the form sends it: text, validated on the server (`engine::alerts::RuleInput`).
@@ -69,12 +71,11 @@ pub struct FormOptions {
 pub struct RuleRowView {
     pub id: i64,
     pub name: String,
-    pub kind: String,
-    pub kind_label: String,
+    pub kind: RuleKind,
     pub target: Option<String>,
     pub enabled: bool,
-    pub state: String,
-    pub severity: Option<String>,
+    pub state: AlertState,
+    pub severity: Option<Severity>,
     pub value: Option<f64>,
     pub warn: f64,
     pub crit: f64,
@@ -107,9 +108,9 @@ pub struct RuleDetailView {
 pub struct EventView {
     pub id: i64,
     pub at: String,
-    pub from_state: String,
-    pub to_state: String,
-    pub severity: Option<String>,
+    pub from_state: AlertState,
+    pub to_state: AlertState,
+    pub severity: Option<Severity>,
     pub value: f64,
     pub threshold: f64,
     pub message: String,
@@ -127,7 +128,7 @@ pub struct HistoryPage {
 pub struct DeliveryView {
     pub id: i64,
     pub event_id: i64,
-    pub to_state: String,
+    pub to_state: AlertState,
     pub attempt: i32,
     pub at: Option<String>,
     pub status_code: Option<i32>,

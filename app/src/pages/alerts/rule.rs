@@ -95,8 +95,8 @@ fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSig
     view! {
         <div class="flex flex-wrap items-center gap-2 mt-2 mb-3">
             <h2 class="text-lg font-semibold" data-testid="rule-name">{r.name.clone()}</h2>
-            <Pill text=r.state.clone() />
-            {r.severity.clone().map(|s| view! { <Pill text=s /> })}
+            <Pill text=r.state />
+            {r.severity.map(|s| view! { <Pill text=s /> })}
             {(!r.enabled).then(|| view! { <Pill text="disabled" /> })}
             {r.silenced_until.clone().map(|u| view! { <span class="pill bg-slate-200 dark:bg-slate-800">"silenced until "{u}</span> })}
         </div>
@@ -105,12 +105,12 @@ fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSig
                 <table class="tbl" data-testid="rule-details"><tbody>
                     <tr><th class="w-40">"Value"</th><td class="tabular-nums">
                         <b>{r.value.map(num).unwrap_or_else(|| "not measured yet".into())}</b>
-                        <span class="muted">" ("{r.kind_label.clone()}")"</span>
+                        <span class="muted">" ("{r.kind.label()}")"</span>
                     </td></tr>
                     {kv("Thresholds", thresholds(&r))}
                     {kv("State since", format!("{} ({} ago)", r.since, format::age_secs(r.since_secs)))}
                     {kv("Last evaluated", d.last_eval_at.clone().unwrap_or_else(|| "never".into()))}
-                    {kv("Kind", r.kind.clone())}
+                    {kv("Kind", r.kind.as_str().to_string())}
                     <tr><th class="w-40">"Target"</th><td class="font-mono text-xs">
                         <a class="underline" href=r.link.clone()>{r.target.clone().unwrap_or_else(|| "any queue".into())}</a>
                     </td></tr>

@@ -6,6 +6,8 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::body_view::BodyView;
+pub use types::DeadLetterStatus;
+
 use crate::error::AppError;
 
 /// The filter as it travels in the URL and forms; validated on the server.
@@ -50,7 +52,7 @@ pub struct DlRow {
     pub error: Option<String>,
     pub death_count: i64,
     pub group_id: Option<i64>,
-    pub status: String,
+    pub status: DeadLetterStatus,
     pub body_size: i32,
     pub preview: String,
     pub age_secs: i64,
@@ -99,7 +101,7 @@ pub struct DeathRow {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeadLetterView {
     pub id: i64,
-    pub status: String,
+    pub status: DeadLetterStatus,
     pub archived_reason: Option<String>,
     pub properties: Vec<(String, String)>,
     pub headers: Vec<HeaderRow>,

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use super::api::dl_detail;
+use super::api::{DeadLetterStatus, dl_detail};
 use super::edit::EditPanel;
 use crate::auth::whoami;
 use crate::body_view::Body;
@@ -35,7 +35,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                         <div class="flex items-center gap-3 mb-3 text-sm">
                             <a class="underline" href="/dead-letters">"← dead letters"</a>
                             <span class="font-mono">{format!("#{}", d.id)}</span>
-                            <Pill text=d.status.clone() />
+                            <Pill text=d.status />
                             {d.archived_reason.clone().map(|r| view! { <span class="muted">"archived: "{r}</span> })}
                             {d.group_id.map(|g| view! { <a class="underline" href=types::routes::group_messages(g)>{format!("failure group #{g}")}</a> })}
                             {d.replay_of.map(|r| view! { <a class="underline" href=types::routes::dead_letter(r)>{format!("replay of #{r}")}</a> })}
@@ -84,7 +84,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                 </div>
                             </div>
                             <div class="flex flex-col gap-4">
-                                <ReplayThis id=d.id replayable=matches!(d.status.as_str(), "awaiting" | "replayed" | "archived") origin=d.origin_queue.clone() />
+                                <ReplayThis id=d.id replayable=d.status != DeadLetterStatus::Replaying origin=d.origin_queue.clone() />
                                 <EditPanel id=d.id />
                                 <div class="card">
                                     <h2 class="text-sm font-semibold px-2 pt-2">"Story"</h2>

@@ -126,7 +126,7 @@ pub fn GroupPage() -> impl IntoView {
                             <div class="flex flex-col gap-2" data-testid="group-samples">
                                 {p.samples.into_iter().map(|(id, b)| view! {
                                     <div class="card">
-                                        <div class="text-xs muted px-2 pt-1"><a class="underline" href=types::routes::dead_letter(id)>{format!("#{id}")}</a>" · "{b.kind.clone()}</div>
+                                        <div class="text-xs muted px-2 pt-1"><a class="underline" href=types::routes::dead_letter(id)>{format!("#{id}")}</a>" · "{b.kind.as_str()}</div>
                                         <pre class="p-2 text-xs whitespace-pre-wrap break-all">{b.text.clone()}</pre>
                                     </div>
                                 }).collect_view()}

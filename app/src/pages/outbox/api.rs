@@ -74,7 +74,7 @@ pub struct DetailView {
     pub can_archive: bool,
     pub payload: BodyView,
     /// Dead letters that carry this event id as their message id (what happened downstream).
-    pub downstream: Vec<(i64, String, String)>,
+    pub downstream: Vec<(i64, String, types::DeadLetterStatus)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -71,7 +71,7 @@ pub fn OutboxRowPage() -> impl IntoView {
                                             view! { <li class="muted">"none seen"</li> }.into_any()
                                         } else {
                                             d.downstream.iter().map(|(id, queue, status)| view! {
-                                                <li><a class="underline" href=types::routes::dead_letter(*id)>{format!("#{id} in {queue}")}</a>" "<Pill text=status.clone() /></li>
+                                                <li><a class="underline" href=types::routes::dead_letter(*id)>{format!("#{id} in {queue}")}</a>" "<Pill text=*status /></li>
                                             }).collect_view().into_any()
                                         }}
                                     </ul>

@@ -4,6 +4,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use types::{ItemStatus, PlanStatus};
+
 use crate::error::AppError;
 use crate::pages::dead_letters::api::DlQuery;
 
@@ -65,7 +67,7 @@ pub struct PlanView {
     pub rate_per_sec: Option<f32>,
     pub start_at: String,
     pub ordered: bool,
-    pub status: String,
+    pub status: PlanStatus,
     pub paused_reason: Option<String>,
     pub total: i64,
     pub sent: i64,
@@ -86,7 +88,7 @@ pub struct ItemView {
     pub seq: i64,
     pub exchange: String,
     pub routing_key: String,
-    pub status: String,
+    pub status: ItemStatus,
     pub error: Option<String>,
 }
 

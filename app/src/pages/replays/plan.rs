@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use super::Progress;
-use super::api::{ReplayControl, replay_get};
+use super::api::{PlanStatus, ReplayControl, replay_get};
 use crate::auth::whoami;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::widgets::Pill;
@@ -28,11 +28,11 @@ pub fn PlanPage() -> impl IntoView {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok((p, items)) => {
                         let pid = p.id;
-                        let live = matches!(p.status.as_str(), "scheduled" | "running" | "paused");
+                        let live = !p.status.finished();
                         view! {
                             <div class="card p-3 my-3 flex flex-wrap items-center gap-4" data-testid="plan">
                                 <span class="text-lg font-semibold">{format!("Plan #{}", p.id)}</span>
-                                <Pill text=p.status.clone() />
+                                <Pill text=p.status />
                                 <div><Progress p=p.clone() /></div>
                                 <div class="text-sm">
                                     <div>{p.target.clone()}</div>
@@ -56,10 +56,10 @@ pub fn PlanPage() -> impl IntoView {
                                 </div>
                                 {(can_operate && live).then(|| view! {
                                     <div class="ml-auto flex gap-2">
-                                        {(p.status != "paused").then(|| view! {
+                                        {(p.status != PlanStatus::Paused).then(|| view! {
                                             <button class="btn" on:click=move |_| { control.dispatch(ReplayControl { id: pid, action: "pause".into() }); }>"Pause"</button>
                                         })}
-                                        {(p.status == "paused").then(|| view! {
+                                        {(p.status == PlanStatus::Paused).then(|| view! {
                                             <button class="btn" on:click=move |_| { control.dispatch(ReplayControl { id: pid, action: "resume".into() }); }>"Resume"</button>
                                         })}
                                         <button class="btn btn-danger" on:click=move |_| { control.dispatch(ReplayControl { id: pid, action: "cancel".into() }); }>"Cancel"</button>

@@ -283,7 +283,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
     .collect();
     Ok(DeadLetterView {
         id: d.id,
-        status: d.status.clone(),
+        status: d.status,
         archived_reason: d.archived_reason.clone(),
         properties,
         headers: headers_rows,
@@ -384,7 +384,7 @@ pub async fn edits(id: i64) -> Result<EditsView, AppError> {
         body,
         body_note,
         headers: serde_json::to_string_pretty(&plain).map_err(AppError::internal)?,
-        locked: (cur.status == "replaying").then(|| {
+        locked: (cur.status == DeadLetterStatus::Replaying).then(|| {
             "This message is being replayed: edit it once that replay has finished or been cancelled.".to_string()
         }),
     })
