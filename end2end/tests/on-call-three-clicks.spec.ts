@@ -44,6 +44,8 @@ test("alert → top failure group → replay to origin in three clicks; the plan
   };
   await click(page.getByTestId("group-link").first());
   await expect(page.getByTestId("group-summary")).toContainText("e2e.work");
+  // No error header (they expired): the page says what the bodies are instead.
+  await expect(page.getByTestId("group-breakdown")).toContainText("json 5");
   await click(page.getByRole("button", { name: "Replay 5 to e2e.work" }));
   const panel = page.getByTestId("replay-panel");
   await expect(panel.getByTestId("preview-count")).toHaveText("5");
@@ -67,6 +69,11 @@ test("alert → top failure group → replay to origin in three clicks; the plan
   const stored = sql(`SELECT count(*) FROM revenant.dead_letters d JOIN revenant.replay_items i
     ON i.dead_letter_id = d.replay_of AND i.plan_id = ${plan}`);
   expect(stored).toBe("5");
+  // The plan's items, filtered by status: five sent, none failed.
+  await page.goto(`/replays/${plan}?status=sent`);
+  await expect(page.getByTestId("plan-items").locator("tbody tr")).toHaveCount(5);
+  await page.goto(`/replays/${plan}?status=failed`);
+  await expect(page.getByTestId("plan-items").locator("tbody tr")).toHaveCount(0);
   // The Replays list says it too, next to sent and failed.
   await page.goto("/replays");
   await expect(page.getByTestId("progress").first()).toContainText("5 sent");

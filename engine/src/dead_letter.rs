@@ -16,6 +16,7 @@
 
 pub mod awaiting;
 pub mod body;
+pub mod breakdown;
 pub mod conventions;
 pub mod depth;
 pub mod downstream;

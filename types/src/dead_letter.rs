@@ -19,3 +19,39 @@ words! {
         Hex = "hex",
     }
 }
+
+words! {
+    /// What a body is, for the "why" of a group without an error header.
+    pub enum BodyShape {
+        Json = "json",
+        Text = "text",
+        Binary = "binary",
+        /// gzip, zlib, zstd, bzip2 or xz bytes, or a `content_encoding` that says so.
+        Compressed = "compressed",
+    }
+}
+
+/// A failure group's newest awaiting messages broken down by what their bodies are: the
+/// "why" when no error header says it (JSON and gzip bodies mixed in one queue, a producer
+/// declaring JSON and sending text, a new schema version).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Breakdown {
+    /// How many messages were read (the newest awaiting ones, at most a few hundred).
+    pub sampled: i64,
+    /// Largest first.
+    pub shapes: Vec<(BodyShape, i64)>,
+    /// Declared `…json` in `content_type` but the body is not JSON.
+    pub declared_json_not_json: i64,
+    /// No `content_type` at all.
+    pub no_content_type: i64,
+    /// By the value of a schema-version header (`None`: the message has none), largest first.
+    pub schema_versions: Vec<(Option<String>, i64)>,
+}
+
+impl Breakdown {
+    /// Whether the sample disagrees with itself: more than one shape or schema version, or
+    /// a declared content type the body does not match. Then the page leads with it.
+    pub fn mixed(&self) -> bool {
+        self.shapes.len() > 1 || self.schema_versions.len() > 1 || self.declared_json_not_json > 0
+    }
+}

@@ -2,6 +2,7 @@
 //! actions.
 
 pub mod api;
+mod breakdown;
 mod bulk;
 pub mod detail;
 mod edit;

@@ -26,6 +26,10 @@ pub struct Cols {
     /// PostgreSQL type of the id column, for casting cursors and id lists.
     pub id_type: String,
     pub event_id: String,
+    /// The event id column itself, and its type, to look a row up by an id its index can
+    /// use (`event_id` above is cast to text for display and filters).
+    pub event_id_col: String,
+    pub event_id_type: String,
     pub event_type: String,
     pub routing_key: String,
     pub exchange: String,
@@ -80,6 +84,8 @@ impl Cols {
             id: "id".into(),
             id_type: "bigint".into(),
             event_id: "event_id::text".into(),
+            event_id_col: "event_id".into(),
+            event_id_type: "uuid".into(),
             event_type: "event_type".into(),
             routing_key: "routing_key".into(),
             exchange: "exchange".into(),
@@ -144,7 +150,7 @@ impl Cols {
             None => q(&table),
         };
         let id_type = ty("id_column", &m.id_column)?;
-        ty("event_id_column", &m.event_id_column)?;
+        let event_id_type = ty("event_id_column", &m.event_id_column)?;
         ty("type_column", &m.type_column)?;
         ty("routing_key_column", &m.routing_key_column)?;
         let payload_ty = ty("payload_column", &m.payload_column)?;
@@ -271,6 +277,8 @@ impl Cols {
             id: q(&m.id_column),
             id_type,
             event_id: format!("{}::text", q(&m.event_id_column)),
+            event_id_col: q(&m.event_id_column),
+            event_id_type,
             event_type: format!("{}::text", q(&m.type_column)),
             routing_key: format!("{}::text", q(&m.routing_key_column)),
             exchange,

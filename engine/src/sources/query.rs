@@ -234,6 +234,36 @@ pub struct Detail {
     pub lease_owner: Option<String>,
 }
 
+/// How long looking a dead letter's message id up in one outbox source may take: a mapped
+/// table without an index on its event id column would otherwise be read whole on every
+/// dead letter's page.
+pub const LOOKUP_BUDGET_MS: u32 = 250;
+
+/// The outbox row whose event id is `event_id`, if the source has one. `Ok(None)` too when
+/// the id cannot be of the column's type (not a uuid, say) or the lookup ran past
+/// [`LOOKUP_BUDGET_MS`] (logged: the column wants an index).
+pub async fn by_event_id(src: &Source, event_id: &str) -> Result<Option<RowSummary>, sqlx::Error> {
+    let c = &src.cols;
+    let mut tx = src.pool.begin().await?;
+    // The budget, LOOKUP_BUDGET_MS, as the literal SET LOCAL takes.
+    sqlx::raw_sql("SET LOCAL statement_timeout = 250").execute(&mut *tx).await?;
+    // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
+    let mut q = QueryBuilder::<Postgres>::new(select_summary(c, ""));
+    q.push(" WHERE ").push(&c.event_id_col).push(" = ").push_bind(event_id.to_string());
+    q.push("::text::").push(&c.event_id_type).push(" LIMIT 1");
+    let row = match q.build().persistent(false).fetch_optional(&mut *tx).await {
+        Ok(row) => row,
+        // 22P02: not a value of the column's type; 22003: out of its range.
+        Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("22P02" | "22003")) => return Ok(None),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("57014") => {
+            tracing::warn!(source = %src.name, "looking up an event id took over {LOOKUP_BUDGET_MS} ms: index its event id column");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    row.as_ref().map(summary).transpose()
+}
+
 pub async fn detail(src: &Source, id: &str) -> Result<Option<Detail>, sqlx::Error> {
     let c = &src.cols;
     let extra = if c.native {

@@ -12,6 +12,7 @@ macro_rules! count {
 mod alerts;
 mod auth;
 mod awaiting_counts;
+mod breakdown;
 mod demo;
 mod inflow;
 mod ingest;

@@ -287,3 +287,36 @@ async fn a_mapping_that_names_a_missing_column_is_refused_by_name() {
     let _ = sources::NATIVE;
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_row_is_found_by_its_event_id_in_any_state_and_a_foreign_id_finds_nothing() {
+    let db = engine::testing::fresh_db().await;
+    seed(&db.pool, 1, "order.created", "published", 5).await;
+    seed(&db.pool, 1, "order.paid", "pending", 1).await;
+    let src = native(&db.pool);
+    let published = sqlx::query_scalar!("SELECT event_id::text AS \"e!\" FROM outbox WHERE status = 'published'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let row = query::by_event_id(&src, &published).await.unwrap().expect("the published row");
+    assert_eq!((row.event_type.as_str(), row.status.as_str()), ("order.created", "published"));
+    assert!(query::by_event_id(&src, "not-a-uuid").await.unwrap().is_none(), "an id of another shape is no match");
+    assert!(query::by_event_id(&src, &uuid::Uuid::new_v4().to_string()).await.unwrap().is_none());
+
+    // A mapped table, its event id column of its own type.
+    legacy_table(&db.pool).await;
+    let legacy = Source {
+        name: "legacy".into(),
+        cols: Cols::mapped(&db.pool, &seed_mapping("public.outbox_events")).await.unwrap(),
+        ..native(&db.pool)
+    };
+    // Runtime-checked: the test-made service table.
+    let evento: String =
+        sqlx::query_scalar("SELECT evento_id::text FROM public.outbox_events WHERE tipo = 'pedido.pagado'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    let row = query::by_event_id(&legacy, &evento).await.unwrap().expect("the mapped row");
+    assert_eq!(row.event_type, "pedido.pagado");
+    db.drop_db().await;
+}

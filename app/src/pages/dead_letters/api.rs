@@ -98,8 +98,24 @@ pub struct DeathRow {
     pub time: Option<String>,
 }
 
+/// The outbox row a dead letter was published from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutboxOrigin {
+    pub source: String,
+    pub row_id: String,
+    pub event_type: String,
+    pub created_at: String,
+    pub attempts: i32,
+    pub status: String,
+    pub published_at: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeadLetterView {
+    /// The outbox row this message was published from (its event id = the message id), when
+    /// a configured outbox source has it: where the story starts.
+    #[serde(default)]
+    pub outbox: Option<OutboxOrigin>,
     pub id: i64,
     pub status: DeadLetterStatus,
     pub archived_reason: Option<String>,
@@ -263,6 +279,9 @@ pub struct GroupPageView {
     pub samples: Vec<(i64, BodyView)>,
     /// This group's dead letters stored per minute over the last hour, oldest first.
     pub inflow: Vec<i64>,
+    /// What its newest awaiting bodies are: the "why" when no error header says it.
+    #[serde(default)]
+    pub breakdown: types::Breakdown,
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/detail")]

@@ -32,6 +32,17 @@ pub fn DeadLetterPage() -> impl IntoView {
                 match detail.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(d) => view! {
+                        {d.outbox.clone().map(|o| view! {
+                            <div class="card px-3 py-2 mb-3 text-sm" data-testid="outbox-origin">
+                                <span class="muted">"Published from the outbox: "</span>
+                                <a class="underline font-mono text-xs" href=types::routes::outbox_row(&o.source, &o.row_id)>
+                                    {format!("{} row {}", o.source, o.row_id)}
+                                </a>
+                                {format!(" · {} · created {} · {} attempt(s) · ", o.event_type, o.created_at, o.attempts)}
+                                <Pill text=o.status.clone() />
+                                {o.published_at.map(|p| format!(" published {p}"))}
+                            </div>
+                        })}
                         <div class="flex items-center gap-3 mb-3 text-sm">
                             <a class="underline" href="/dead-letters">"← dead letters"</a>
                             <span class="font-mono">{format!("#{}", d.id)}</span>

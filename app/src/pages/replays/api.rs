@@ -125,10 +125,23 @@ pub async fn replay_list() -> Result<Vec<PlanView>, AppError> {
     server::list().await
 }
 
+/// A plan and one page of its items in send order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanPage {
+    pub plan: PlanView,
+    pub items: Vec<ItemView>,
+    /// The `after` of the next page; None on the last.
+    pub next_after: Option<i64>,
+}
+
+/// Items shown per page of a plan.
+pub const ITEMS_PER_PAGE: i64 = 200;
+
+/// `after`: the last `seq` of the previous page; `status`: only items in it (`failed`, …).
 #[server(prefix = "/api", endpoint = "replay/get")]
-pub async fn replay_get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
+pub async fn replay_get(id: i64, after: Option<i64>, status: Option<ItemStatus>) -> Result<PlanPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
-    server::get(id).await
+    server::get(id, after, status).await
 }
 
 #[server(prefix = "/api", endpoint = "replay/control")]

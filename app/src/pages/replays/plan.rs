@@ -1,10 +1,10 @@
 //! One replay plan: live progress, its items, and pause / resume / cancel.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::Progress;
-use super::api::{PlanStatus, ReplayControl, replay_get};
+use super::api::{ItemStatus, PlanPage, PlanStatus, ReplayControl, replay_get};
 use crate::auth::whoami;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::widgets::Pill;
@@ -15,7 +15,16 @@ pub fn PlanPage() -> impl IntoView {
     let id = move || params.with(|p| p.get("id").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0));
     let tick = crate::widgets::use_tick(std::time::Duration::from_secs(2));
     let control = ServerAction::<ReplayControl>::new();
-    let plan = Resource::new(move || (id(), tick.get(), control.version().get()), |(id, _, _)| replay_get(id));
+    let query = use_query_map();
+    let page = move || {
+        query.with(|q| {
+            (q.get("after").and_then(|v| v.parse::<i64>().ok()), q.get("status").and_then(|s| ItemStatus::parse(&s)))
+        })
+    };
+    let plan = Resource::new(
+        move || (id(), page(), tick.get(), control.version().get()),
+        |(id, (after, status), _, _)| replay_get(id, after, status),
+    );
     let caller = Resource::new(|| (), |_| whoami());
     view! {
         <PageTitle title="Replay plan" />
@@ -26,7 +35,22 @@ pub fn PlanPage() -> impl IntoView {
                 let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
                 match plan.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok((p, items)) => {
+                    Ok(PlanPage { plan: p, items, next_after }) => {
+                        let (after, status) = page();
+                        let base = types::routes::replay_plan(p.id);
+                        let filtered = |s: Option<ItemStatus>| match s {
+                            Some(s) => format!("{base}?status={s}"),
+                            None => base.clone(),
+                        };
+                        let tabs: Vec<(String, String, bool)> = [None, Some(ItemStatus::Failed), Some(ItemStatus::Pending), Some(ItemStatus::Sent)]
+                            .into_iter()
+                            .map(|s| (filtered(s), s.map(|s| s.to_string()).unwrap_or_else(|| "all items".into()), s == status))
+                            .collect();
+                        let next = next_after.map(|n| match status {
+                            Some(s) => format!("{base}?status={s}&after={n}"),
+                            None => format!("{base}?after={n}"),
+                        });
+                        let first = after.is_some().then(|| filtered(status));
                         let pid = p.id;
                         let live = !p.status.finished();
                         view! {
@@ -66,6 +90,7 @@ pub fn PlanPage() -> impl IntoView {
                                     </div>
                                 })}
                             </div>
+                            <crate::widgets::Tabs items=tabs />
                             <div class="card overflow-x-auto">
                                 <table class="tbl" data-testid="plan-items">
                                     <thead><tr><th>"#"</th><th>"Dead letter"</th><th>"To"</th><th>"Status"</th><th>"Error"</th></tr></thead>
@@ -82,6 +107,10 @@ pub fn PlanPage() -> impl IntoView {
                                     </tbody>
                                 </table>
                             </div>
+                            <p class="flex gap-3 text-sm mt-2" data-testid="plan-items-pages">
+                                {first.map(|h| view! { <a class="btn" href=h>"← First items"</a> })}
+                                {next.map(|h| view! { <a class="btn" href=h data-testid="plan-items-next">"Next items →"</a> })}
+                            </p>
                         }.into_any()
                     }
                 }

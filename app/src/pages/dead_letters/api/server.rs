@@ -184,7 +184,9 @@ pub async fn group(id: i64) -> Result<GroupPageView, AppError> {
     let last_seen = crate::format::time(d.group.last_seen);
     let now = Utc::now();
     let buckets = engine::dead_letter::inflow::group_last_hour(&state.pool, id, now).await?;
+    let breakdown = engine::dead_letter::breakdown::of_group(&state.pool, id).await?;
     Ok(GroupPageView {
+        breakdown,
         inflow: engine::dead_letter::inflow::series(&buckets, now, |_| true),
         group: group_view(d.group, Utc::now()),
         last_seen,
@@ -207,6 +209,29 @@ fn plain(v: &Value) -> Value {
         (_, Some(v)) => v.clone(),
         _ => Value::Null,
     }
+}
+
+/// The first configured outbox source holding a row whose event id is `message_id`. A source
+/// that cannot answer is skipped (logged): the page shows the dead letter regardless.
+async fn outbox_origin(sources: &[engine::sources::Source], message_id: &str) -> Option<OutboxOrigin> {
+    for src in sources {
+        match engine::sources::query::by_event_id(src, message_id).await {
+            Ok(Some(r)) => {
+                return Some(OutboxOrigin {
+                    source: src.name.clone(),
+                    row_id: r.id,
+                    event_type: r.event_type,
+                    created_at: crate::format::time(r.created_at),
+                    attempts: r.attempts,
+                    status: r.status,
+                    published_at: r.published_at.map(crate::format::time),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(source = %src.name, error = %e, "cannot look the message id up in the outbox"),
+        }
+    }
+    None
 }
 
 pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
@@ -281,7 +306,12 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
     .into_iter()
     .flatten()
     .collect();
+    let outbox = match &d.message_id {
+        Some(mid) => outbox_origin(&state.sources, mid).await,
+        None => None,
+    };
     Ok(DeadLetterView {
+        outbox,
         id: d.id,
         status: d.status,
         archived_reason: d.archived_reason.clone(),

@@ -169,13 +169,21 @@ pub async fn list() -> Result<Vec<PlanView>, AppError> {
     Ok(plans)
 }
 
-pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
+pub async fn get(id: i64, after: Option<i64>, status: Option<ItemStatus>) -> Result<PlanPage, AppError> {
     let state = crate::state::app_state()?;
     let plan = replay::progress::get(&state.pool, id).await.map_err(replay_error)?;
-    let items = replay::progress::items(&state.pool, id, None, None, 200).await.map_err(replay_error)?;
+    let status = status.map(|s| s.as_str());
+    let mut items =
+        replay::progress::items(&state.pool, id, status, after, ITEMS_PER_PAGE + 1).await.map_err(replay_error)?;
+    let next_after = if items.len() as i64 > ITEMS_PER_PAGE {
+        items.truncate(ITEMS_PER_PAGE as usize);
+        items.last().map(|i| i.seq)
+    } else {
+        None
+    };
     let mut view = plan_view(plan);
     view.died_again = replay::progress::died_again(&state.pool, id).await.map_err(replay_error)?;
-    if matches!(view.status.as_str(), "scheduled" | "running") {
+    if matches!(view.status, PlanStatus::Scheduled | PlanStatus::Running) {
         // A publisher beats every 5 s; one seen in the last 30 s, connected, is sending.
         let beats = engine::heartbeats::recent(&state.pool).await?;
         let sending = beats.iter().any(|h| {
@@ -191,9 +199,9 @@ pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
             );
         }
     }
-    Ok((
-        view,
-        items
+    Ok(PlanPage {
+        plan: view,
+        items: items
             .into_iter()
             .map(|i| ItemView {
                 dead_letter_id: i.dead_letter_id,
@@ -204,7 +212,8 @@ pub async fn get(id: i64) -> Result<(PlanView, Vec<ItemView>), AppError> {
                 error: i.error,
             })
             .collect(),
-    ))
+        next_after,
+    })
 }
 
 pub async fn control(who: &Principal, id: i64, action: &str) -> Result<PlanView, AppError> {
