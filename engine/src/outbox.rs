@@ -22,3 +22,4 @@ mod session;
 pub mod stats;
 pub mod store;
 mod table;
+mod waits;

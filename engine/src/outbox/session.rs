@@ -30,6 +30,7 @@ use super::{
     stats::RelayStats,
     store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
     table::Table,
+    waits::{Held, Waits},
 };
 use crate::settings::RelaySettings;
 
@@ -155,11 +156,13 @@ impl<'a> Session<'a> {
         let mut idle = false;
         let mut poll = tokio::time::interval(self.cfg.poll);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let (started, mut waits) = (Instant::now(), Waits::default());
         let result = loop {
             if shutdown.is_cancelled() {
                 break Ok(());
             }
             let mut broken = None;
+            let publishing = Instant::now();
             while in_flight.len() < self.cfg.window && in_flight.len() + marks.unflushed() < bound {
                 let Some((row, deadline)) = buffer.pop_front() else {
                     break;
@@ -174,6 +177,7 @@ impl<'a> Session<'a> {
                     }
                 }
             }
+            waits.publishing += publishing.elapsed();
             self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
             if let Some(e) = broken {
                 break Err(e);
@@ -181,11 +185,19 @@ impl<'a> Session<'a> {
             // Claim ahead: the next batch is read while this one is still being sent.
             if claiming.is_none() && !idle && (buffer.len() as i64) < self.cfg.batch {
                 claiming = Some(self.claim());
+                waits.claims += 1;
             }
             marks.start(false);
             let take_confirms = !in_flight.is_empty() && marks.has_room();
             let marks_due = marks.due_at();
             let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+            let held = Held::of(
+                in_flight.len() >= self.cfg.window,
+                (!in_flight.is_empty() && !take_confirms) || in_flight.len() + marks.unflushed() >= bound,
+                buffer.is_empty(),
+                claiming.is_some(),
+            );
+            let waiting = Instant::now();
             let wake = tokio::select! {
                 _ = shutdown.cancelled() => Wake::Shutdown,
                 Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
@@ -200,6 +212,7 @@ impl<'a> Session<'a> {
                 r = notified(listener), if idle => Wake::Notified(r),
                 _ = poll.tick(), if idle => Wake::Poll,
             };
+            waits.waited(held, waiting);
             match wake {
                 Wake::Shutdown => break Ok(()),
                 Wake::Confirmed(done) => {
@@ -258,6 +271,7 @@ impl<'a> Session<'a> {
             }
         }
         marks.drain(self.stats).await;
+        waits.log(started.elapsed());
         self.stats.in_flight.store(0, Relaxed);
         let ids: Vec<i64> = buffer.iter().map(|(r, _)| r.id).collect();
         if let Err(e) = self.table.release(self.owner, &ids).await {
