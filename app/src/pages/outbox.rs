@@ -11,15 +11,18 @@ use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::widgets::{FilterField, Pill, Tabs, query_string};
-use api::{OutboxQuery, outbox_health, outbox_list};
+use api::{Bucket, OutboxQuery, outbox_health, outbox_list};
 
-const BUCKETS: &[(&str, &str)] = &[
-    ("pending", "Pending"),
-    ("stuck", "Stuck"),
-    ("failed", "Failed"),
-    ("published", "Published"),
-    ("archived", "Archived"),
-];
+/// The tab a bucket is listed under.
+fn tab_label(b: Bucket) -> &'static str {
+    match b {
+        Bucket::Pending => "Pending",
+        Bucket::Stuck => "Stuck",
+        Bucket::Failed => "Failed",
+        Bucket::Published => "Published",
+        Bucket::Archived => "Archived",
+    }
+}
 
 fn read_query(m: &leptos_router::params::ParamsMap) -> OutboxQuery {
     OutboxQuery {
@@ -76,11 +79,11 @@ pub fn OutboxPage() -> impl IntoView {
         </Suspense>
         {move || {
             let q = query.get();
-            let current = q.bucket.clone().unwrap_or_else(|| "pending".into());
-            let tabs = BUCKETS.iter().map(|(b, label)| {
+            let current = q.bucket.as_deref().and_then(Bucket::parse).unwrap_or_default();
+            let tabs = Bucket::ALL.into_iter().map(|b| {
                 let mut t = q.clone();
                 t.bucket = Some(b.to_string());
-                (href(&t, None), label.to_string(), current == *b)
+                (href(&t, None), tab_label(b).to_string(), current == b)
             }).collect();
             view! { <Tabs items=tabs /> <FilterForm q /> }
         }}
@@ -157,7 +160,7 @@ fn RowsTable(
     let selected = RwSignal::new(std::collections::BTreeSet::<String>::new());
     let source = p.source.clone();
     let next = p.next.clone().map(|n| href(&q, Some(n)));
-    let actionable = matches!(p.bucket.as_str(), "pending" | "stuck" | "failed");
+    let actionable = matches!(p.bucket, Bucket::Pending | Bucket::Stuck | Bucket::Failed);
     let empty = p.rows.is_empty();
     view! {
         {p.scan_warning.clone().map(|w| view! {

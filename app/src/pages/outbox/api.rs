@@ -3,6 +3,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use types::Bucket;
+
 use crate::body_view::BodyView;
 use crate::error::AppError;
 
@@ -50,7 +52,7 @@ pub struct RowView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OutboxPage {
     pub source: String,
-    pub bucket: String,
+    pub bucket: Bucket,
     pub rows: Vec<RowView>,
     pub next: Option<String>,
     pub count: String,
@@ -129,7 +131,7 @@ pub async fn outbox_list(#[server(default)] q: OutboxQuery, after: Option<String
     let count = engine::sources::query::count(&src, &f).await?;
     Ok(OutboxPage {
         source: src.name.clone(),
-        bucket: f.bucket.as_str().into(),
+        bucket: f.bucket,
         rows: rows.into_iter().map(server::row_view).collect(),
         next,
         count: crate::format::count(count.n, count.capped),
