@@ -52,9 +52,12 @@ test("the default replay of a Spring-style group reaches only its origin queue, 
   await panel.getByRole("radio", { name: "a queue", exact: true }).check();
   await expect(panel.getByLabel("target queue")).toHaveValue("e2e.billing");
   await panel.getByRole("radio", { name: /the queue it died in/ }).check();
+  // Kept in order per original routing key (keys in parallel): the plan page says so.
+  await panel.getByTestId("replay-order").selectOption("routing_key");
   await panel.getByRole("button", { name: "Replay 3 messages" }).click();
   await expect(page.getByTestId("plan")).toContainText("done", { timeout: 30_000 });
   await expect(page.getByTestId("plan")).toContainText("origin queue");
+  await expect(page.getByTestId("plan")).toContainText("in order per routing key");
   // What the broker holds now (taken off the queues, not its sampled counts).
   const mine = async (q: string) => (await take(q)).filter((m) => m.payload.includes(tag)).length;
   expect(await mine("e2e.billing")).toBe(3);

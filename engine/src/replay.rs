@@ -28,6 +28,7 @@ pub mod edit;
 pub mod edit_log;
 mod heartbeat;
 pub mod items;
+mod keys;
 pub mod lineage;
 pub mod marks;
 pub mod model;
@@ -39,7 +40,7 @@ pub mod selection;
 mod sender;
 pub mod stats;
 
-pub use model::{CreatePlan, Plan, PlanItem, Preview, Selection, Target, TargetCheck, TargetMode};
+pub use model::{CreatePlan, Order, Plan, PlanItem, Preview, Selection, Target, TargetCheck, TargetMode};
 pub use stats::ReplayStats;
 
 /// Header naming the replay item that sent a message: `"<plan id>:<dead letter id>"`.

@@ -57,6 +57,9 @@ pub enum BenchCommand {
         /// Quorum queues instead of classic ones (for a cluster: `AMQP_URLS`, docs/CLUSTER.md).
         #[arg(long)]
         quorum: bool,
+        /// Rounds of raw then relay per window; each ratio printed is the rounds' median.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
@@ -103,9 +106,9 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum } => {
+        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum, rounds } => {
             QUORUM.store(quorum, Relaxed);
-            relay::run(settings, events, &window, sample, latency_secs, &source).await
+            relay::run(settings, events, &window, sample, latency_secs, &source, rounds).await
         }
         BenchCommand::Ingest { messages, quorum } => {
             QUORUM.store(quorum, Relaxed);

@@ -28,3 +28,94 @@ words! {
         Cancelled = "cancelled",
     }
 }
+
+/// How a replay plan keeps order between its messages.
+///
+/// Stored as the plan's `ordered` flag (whole plan) or its `order_by` column
+/// (`routing_key`, `header:<name>`); see [`Order::column`] and [`Order::from_columns`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Order {
+    /// As fast as the confirm window allows; no order between messages.
+    #[default]
+    None,
+    /// The whole plan in first-failure order, one message in flight; a failure pauses it.
+    Plan,
+    /// First-failure order within each original routing key, keys in parallel; a failure
+    /// holds back that key's later messages (they await triage again) and the others go on.
+    RoutingKey,
+    /// As `RoutingKey`, keyed by this header's value (an aggregate id). Messages without the
+    /// header have no key: they are sent without order.
+    Header(String),
+}
+
+/// The most bytes an AMQP header name can have (a short string).
+pub const MAX_HEADER_NAME: usize = 255;
+
+impl Order {
+    /// The plan's `order_by` column: None for `None` and `Plan` (that one is `ordered`).
+    pub fn column(&self) -> Option<String> {
+        match self {
+            Order::None | Order::Plan => None,
+            Order::RoutingKey => Some("routing_key".into()),
+            Order::Header(h) => Some(format!("header:{h}")),
+        }
+    }
+
+    /// Back from the plan's `ordered` and `order_by` columns.
+    pub fn from_columns(ordered: bool, order_by: Option<&str>) -> Self {
+        match order_by {
+            _ if ordered => Order::Plan,
+            Some("routing_key") => Order::RoutingKey,
+            Some(c) => c.strip_prefix("header:").map_or(Order::None, |h| Order::Header(h.to_string())),
+            None => Order::None,
+        }
+    }
+
+    /// Whether messages are ordered per key (several in flight, one per key).
+    pub fn keyed(&self) -> bool {
+        matches!(self, Order::RoutingKey | Order::Header(_))
+    }
+
+    /// Refuses a header name AMQP cannot carry.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Order::Header(h) if h.trim().is_empty() => Err("order by header: name the header".into()),
+            Order::Header(h) if h.len() > MAX_HEADER_NAME => {
+                Err(format!("order by header: a header name has at most {MAX_HEADER_NAME} bytes"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// What the plan page says about it.
+    pub fn describe(&self) -> String {
+        match self {
+            Order::None => "no order".into(),
+            Order::Plan => "in first-failure order, one at a time".into(),
+            Order::RoutingKey => "in order per routing key".into(),
+            Order::Header(h) => format!("in order per header {h}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Order;
+
+    #[test]
+    fn an_order_goes_to_its_columns_and_back() {
+        for o in [Order::None, Order::Plan, Order::RoutingKey, Order::Header("aggregate-id".into())] {
+            let ordered = o == Order::Plan;
+            assert_eq!(Order::from_columns(ordered, o.column().as_deref()), o);
+        }
+        assert_eq!(Order::from_columns(false, Some("something-else")), Order::None);
+    }
+
+    #[test]
+    fn a_header_order_needs_a_name_amqp_can_carry() {
+        assert!(Order::Header(" ".into()).check().is_err());
+        assert!(Order::Header("x".repeat(256)).check().is_err());
+        assert!(Order::Header("aggregate-id".into()).check().is_ok());
+        assert!(Order::RoutingKey.check().is_ok());
+    }
+}

@@ -50,6 +50,47 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
+    /// A plausible stored dead letter, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn sample() -> DeadLetter {
+        DeadLetter {
+            id: 7,
+            queue: "q.dlq".into(),
+            message_id: Some("m-1".into()),
+            correlation_id: None,
+            content_type: None,
+            content_encoding: None,
+            amqp_timestamp: None,
+            app_id: None,
+            msg_type: None,
+            user_id: None,
+            cluster_id: None,
+            delivery_mode: Some(2),
+            priority: None,
+            expiration: None,
+            reply_to: None,
+            headers: None,
+            body: b"old body".to_vec(),
+            body_size: 8,
+            exchange: "dlx".into(),
+            routing_key: "k".into(),
+            reason: "rejected".into(),
+            original_queue: None,
+            original_exchange: None,
+            original_routing_keys: vec![],
+            death_count: 1,
+            first_death_at: None,
+            error_type: None,
+            error_message: None,
+            fingerprint: "fp".into(),
+            group_id: None,
+            status: Status::Awaiting,
+            archived_reason: None,
+            replay_of: None,
+            ingested_at: Utc::now(),
+        }
+    }
+
     /// The AMQP properties and headers exactly as received, for a replay to publish.
     pub fn properties(&self) -> Result<BasicProperties, HeaderError> {
         let short = |v: &Option<String>| -> Result<Option<ShortString>, HeaderError> {

@@ -353,41 +353,6 @@ mod tests {
     }
 
     fn test_dead_letter() -> DeadLetter {
-        DeadLetter {
-            id: 7,
-            queue: "q.dlq".into(),
-            message_id: Some("m-1".into()),
-            correlation_id: None,
-            content_type: None,
-            content_encoding: None,
-            amqp_timestamp: None,
-            app_id: None,
-            msg_type: None,
-            user_id: None,
-            cluster_id: None,
-            delivery_mode: Some(2),
-            priority: None,
-            expiration: None,
-            reply_to: None,
-            headers: None,
-            body: b"old body".to_vec(),
-            body_size: 8,
-            exchange: "dlx".into(),
-            routing_key: "k".into(),
-            reason: "rejected".into(),
-            original_queue: None,
-            original_exchange: None,
-            original_routing_keys: vec![],
-            death_count: 1,
-            first_death_at: None,
-            error_type: None,
-            error_message: None,
-            fingerprint: "fp".into(),
-            group_id: None,
-            status: Status::Awaiting,
-            archived_reason: None,
-            replay_of: None,
-            ingested_at: Utc::now(),
-        }
+        DeadLetter::sample()
     }
 }

@@ -22,6 +22,8 @@ pub struct Outgoing {
     pub seq: i64,
     pub exchange: String,
     pub routing_key: String,
+    /// What its order is kept within (a per-key ordered plan); None: no key.
+    pub order_key: Option<String>,
     pub dead_letter: DeadLetter,
 }
 
@@ -36,7 +38,7 @@ pub async fn claim_plan(pool: &PgPool, owner: Uuid, lease: Duration, busy: &[i64
                        AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND NOT (id = ANY($3))
                      ORDER BY start_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
          RETURNING id, created_by, created_at, source, target_mode, target_exchange, target_routing_key,
-            rate_per_sec, start_at, ordered, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total,
+            rate_per_sec, start_at, ordered, order_by, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total,
             sent, failed, cancelled, updated_at, finished_at"#,
         owner,
         lease.as_secs_f64(),
@@ -95,11 +97,25 @@ pub async fn pending_left(pool: &PgPool, plan_id: i64) -> sqlx::Result<bool> {
     .await
 }
 
+/// The keys of a per-key ordered plan that an earlier failure holds back, each with the
+/// first dead letter that failed: a sender that takes the plan over (after a pause, a crash)
+/// must not send their later messages.
+pub async fn held_keys(pool: &PgPool, plan_id: i64) -> sqlx::Result<Vec<(String, i64)>> {
+    let rows = sqlx::query!(
+        r#"SELECT order_key AS "order_key!", (array_agg(dead_letter_id ORDER BY seq))[1] AS "first!" FROM replay_items
+         WHERE plan_id = $1 AND status = 'failed' AND order_key IS NOT NULL GROUP BY order_key"#,
+        plan_id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.order_key, r.first)).collect())
+}
+
 /// The next pending items after `after_seq`, in seq order, each with its dead letter as it is
 /// to be sent: its latest edit when it was edited.
 pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i64) -> sqlx::Result<Vec<Outgoing>> {
     let rows = sqlx::query!(
-        "SELECT seq, dead_letter_id, exchange, routing_key FROM replay_items
+        "SELECT seq, dead_letter_id, exchange, routing_key, order_key FROM replay_items
          WHERE plan_id = $1 AND status = 'pending' AND seq > $2 ORDER BY seq LIMIT $3",
         plan_id,
         after_seq,
@@ -135,6 +151,7 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
                 seq: r.seq,
                 exchange: r.exchange,
                 routing_key: r.routing_key,
+                order_key: r.order_key,
                 dead_letter,
             })
         })

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use types::{ItemStatus, PlanStatus};
+pub use types::{ItemStatus, Order, PlanStatus};
 
 use crate::dead_letter::store::ListFilter;
 
@@ -133,8 +133,8 @@ pub struct CreatePlan {
     pub rate_per_sec: Option<f32>,
     /// None: now.
     pub start_at: Option<DateTime<Utc>>,
-    /// First-failure order, one message in flight at a time.
-    pub ordered: bool,
+    /// Whole plan, per routing key, per header, or none.
+    pub order: Order,
     /// Pause on its own when more than this share (0 < s ≤ 1) of recently sent messages
     /// died again within `auto_pause_window_secs`.
     pub auto_pause_share: Option<f32>,
@@ -151,7 +151,7 @@ impl CreatePlan {
             target,
             rate_per_sec: None,
             start_at: None,
-            ordered: false,
+            order: Order::None,
             auto_pause_share: None,
             auto_pause_window_secs: 300,
             confirm_count: None,
@@ -171,6 +171,8 @@ pub struct Plan {
     pub rate_per_sec: Option<f32>,
     pub start_at: DateTime<Utc>,
     pub ordered: bool,
+    /// Per-key order (`routing_key`, `header:<name>`); see [`Plan::order`].
+    pub order_by: Option<String>,
     pub status: PlanStatus,
     pub auto_pause_share: Option<f32>,
     pub auto_pause_window_secs: i32,
@@ -184,6 +186,10 @@ pub struct Plan {
 }
 
 impl Plan {
+    pub fn order(&self) -> Order {
+        Order::from_columns(self.ordered, self.order_by.as_deref())
+    }
+
     /// Items still to send.
     pub fn left(&self) -> i64 {
         (self.total - self.sent - self.failed - self.cancelled).max(0)

@@ -12,7 +12,7 @@ use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 
 use super::{
     ReplayError, TYPED_CONFIRMATION_ABOVE,
-    model::{CreatePlan, Plan},
+    model::{CreatePlan, Order, Plan},
     progress, selection,
 };
 use crate::{
@@ -31,6 +31,7 @@ fn check_options(req: &CreatePlan) -> Result<(), ReplayError> {
     {
         return Err(ReplayError::Invalid("the auto-pause share must be above 0 and at most 1".into()));
     }
+    req.order.check().map_err(ReplayError::Invalid)?;
     if req.auto_pause_window_secs <= 0 {
         return Err(ReplayError::Invalid("the auto-pause window must be at least one second".into()));
     }
@@ -52,8 +53,8 @@ pub async fn create(
     let mut tx = pool.begin().await?;
     let plan_id = sqlx::query_scalar!(
         "INSERT INTO replay_plans (created_by, source, target_mode, target_exchange, target_routing_key,
-            rate_per_sec, start_at, ordered, auto_pause_share, auto_pause_window_secs)
-         VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8, $9, $10) RETURNING id",
+            rate_per_sec, start_at, ordered, order_by, auto_pause_share, auto_pause_window_secs)
+         VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8, $9, $10, $11) RETURNING id",
         by.username,
         source,
         req.target.mode().as_str(),
@@ -61,7 +62,8 @@ pub async fn create(
         routing_key,
         req.rate_per_sec,
         req.start_at,
-        req.ordered,
+        req.order == Order::Plan,
+        req.order.column(),
         req.auto_pause_share,
         req.auto_pause_window_secs
     )
@@ -71,14 +73,14 @@ pub async fn create(
 
     // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new(
-        "INSERT INTO replay_items (plan_id, dead_letter_id, seq, exchange, routing_key, status)
+        "INSERT INTO replay_items (plan_id, dead_letter_id, seq, exchange, routing_key, order_key, status)
          SELECT ",
     );
     q.push_bind(plan_id).push(
         ", dead_letter_id, row_number() OVER (ORDER BY failed_at, dead_letter_id), coalesce(exchange, ''),
-            coalesce(routing_key, ''), CASE WHEN exchange IS NULL THEN 'failed' ELSE 'pending' END FROM (",
+            coalesce(routing_key, ''), order_key, CASE WHEN exchange IS NULL THEN 'failed' ELSE 'pending' END FROM (",
     );
-    selection::push_resolved(&mut q, &req.selection, &req.target);
+    selection::push_resolved(&mut q, &req.selection, &req.target, &req.order);
     q.push(") s");
     q.build().execute(&mut *tx).await.map_err(ReplayError::from_db)?;
     let without_destination = sqlx::query_scalar!(
@@ -130,7 +132,7 @@ pub async fn create(
     sqlx::query!("UPDATE replay_plans SET total = $2 WHERE id = $1", plan_id, total).execute(&mut *tx).await?;
     let detail = json!({
         "plan_id": plan_id, "target": req.target, "rate_per_sec": req.rate_per_sec, "start_at": req.start_at,
-        "ordered": req.ordered, "auto_pause_share": req.auto_pause_share,
+        "order": req.order, "auto_pause_share": req.auto_pause_share,
         "auto_pause_window_secs": req.auto_pause_window_secs,
     });
     audit::record(

@@ -12,7 +12,7 @@ use sqlx::{PgPool, Postgres, QueryBuilder};
 
 use super::{
     ReplayError, TYPED_CONFIRMATION_ABOVE, broker,
-    model::{Preview, Selection, Target, TargetCheck},
+    model::{Order, Preview, Selection, Target, TargetCheck},
     selection,
 };
 
@@ -24,7 +24,7 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
     selection::validate(sel, target)?;
     // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
-    selection::push_resolved(&mut q, sel, target);
+    selection::push_resolved(&mut q, sel, target, &Order::None);
     q.push(
         ") SELECT count(*), count(*) FILTER (WHERE exchange IS NULL),
             count(*) FILTER (WHERE replayed_before) FROM s",
@@ -33,7 +33,7 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
 
     // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
-    selection::push_resolved(&mut q, sel, target);
+    selection::push_resolved(&mut q, sel, target, &Order::None);
     q.push(
         ") SELECT exchange, routing_key, count(*) FROM s WHERE exchange IS NOT NULL
            GROUP BY exchange, routing_key ORDER BY count(*) DESC, exchange, routing_key LIMIT ",
@@ -52,7 +52,7 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
         .collect();
     // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
     let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
-    selection::push_resolved(&mut q, sel, target);
+    selection::push_resolved(&mut q, sel, target, &Order::None);
     q.push(
         ") SELECT origin_queue FROM s WHERE origin_queue IS NOT NULL
            GROUP BY origin_queue ORDER BY count(*) DESC, origin_queue LIMIT 5",

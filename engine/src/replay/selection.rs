@@ -12,7 +12,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::{
     ReplayError,
-    model::{Selection, Target},
+    model::{Order, Selection, Target},
 };
 use crate::dead_letter::store::{ListFilter, Status};
 
@@ -60,8 +60,22 @@ pub fn validate(sel: &Selection, target: &Target) -> Result<(), ReplayError> {
 /// Pushes `SELECT dead_letter_id, exchange, routing_key, origin_queue, failed_at, replayed_before FROM …`
 /// for the awaiting dead letters of `sel`. Rows without a destination (original target, no
 /// `x-death`) come out with a NULL exchange; callers count or exclude them.
-pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, target: &Target) {
+pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, target: &Target, order: &Order) {
     q.push("SELECT d.id AS dead_letter_id, ");
+    // What a per-key ordered plan keeps order within: the key it was first published with,
+    // or a header's value (typed JSON: a string or number in `v`, bytes as `hex`).
+    match order {
+        Order::RoutingKey => {
+            q.push("coalesce(d.original_routing_keys[1], d.routing_key) AS order_key, ");
+        }
+        Order::Header(h) => {
+            q.push("coalesce(d.headers -> ").push_bind(h.clone()).push(" ->> 'v', d.headers -> ");
+            q.push_bind(h.clone()).push(" ->> 'hex') AS order_key, ");
+        }
+        Order::None | Order::Plan => {
+            q.push("NULL::text AS order_key, ");
+        }
+    }
     match target.fixed() {
         Some((exchange, routing_key)) => {
             q.push_bind(exchange.to_string()).push("::text AS exchange, ");
@@ -129,7 +143,7 @@ mod tests {
     fn a_filter_on_another_status_selects_nothing() {
         let mut q = QueryBuilder::<Postgres>::new("");
         let f = ListFilter { status: Some(Status::Archived), ..Default::default() };
-        push_resolved(&mut q, &Selection::Filter(f), &Target::Original);
+        push_resolved(&mut q, &Selection::Filter(f), &Target::Original, &Order::None);
         assert!(q.sql().as_str().contains("AND false"));
     }
 }

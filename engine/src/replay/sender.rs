@@ -7,6 +7,7 @@
 //! runs beside the sending, one at a time, with backpressure. Sends are spaced by
 //! `1 / rate_per_sec`. An ordered plan has one message in flight, so each is sent only after
 //! the previous confirm, and a failure pauses the plan rather than send the next out of order.
+//! A plan ordered per key keeps that order within each key only ([`super::keys`]).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -30,9 +31,10 @@ use super::{
     REPLAY_ID_HEADER, REPLAYED_BY_HEADER, autopause, broker,
     config::PublisherConfig,
     items::{self, Outgoing},
+    keys::{Keys, Next},
     lineage,
     marks::{self, Mark, Marks},
-    model::Plan,
+    model::{Order, Plan},
     stats::ReplayStats,
 };
 
@@ -115,7 +117,7 @@ pub(super) async fn run(
         total = plan.total,
         left = plan.left(),
         rate = plan.rate_per_sec,
-        ordered = plan.ordered,
+        order = %plan.order().describe(),
         // What a crash of this instance could send twice.
         duplicate_bound = marks::duplicate_bound(if plan.ordered { 1 } else { cfg.window }, &cfg),
         "sending replay plan"
@@ -152,6 +154,9 @@ impl Sender<'_> {
         let interval = self.plan.rate_per_sec.map(|r| Duration::from_secs_f64(1.0 / f64::from(r)));
         let window = if self.plan.ordered { 1 } else { self.cfg.window.max(1) };
         let limit = self.cfg.batch.max(1);
+        let mut keys = self.keys().await?;
+        // Messages parked behind their key's message in flight: reading ahead stops past this.
+        let park_max = (limit as usize).saturating_mul(4);
         let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
         let mut buffer: VecDeque<Outgoing> = VecDeque::new();
         let mut reading: Option<Read> = None;
@@ -177,21 +182,39 @@ impl Sender<'_> {
                 }
             } else {
                 // Read ahead: the next batch is fetched while this one is being sent.
-                if reading.is_none() && !exhausted && (buffer.len() as i64) < limit && now >= next_read {
+                if reading.is_none()
+                    && !exhausted
+                    && (buffer.len() as i64) < limit
+                    && keys.parked() < park_max
+                    && now >= next_read
+                {
                     reading = Some(self.read(cursor));
                 }
-                if in_flight.len() < window && !buffer.is_empty() && now >= next_slot {
-                    let Some(item) = buffer.pop_front() else { continue };
+                if in_flight.len() < window && (keys.has_ready() || !buffer.is_empty()) && now >= next_slot {
+                    let item = match keys.next(&mut buffer) {
+                        Some(Next::Send(item)) => item,
+                        Some(Next::Hold(item, why)) => {
+                            marks.push(Mark::Failed(item.dead_letter.id, why));
+                            continue;
+                        }
+                        // Everything read waits behind its key's message in flight.
+                        None => continue,
+                    };
                     if let Some(i) = interval {
                         next_slot = next_slot.max(now) + i;
                     }
+                    let id = item.dead_letter.id;
+                    keys.sending(&item);
                     let publishing = Instant::now();
                     let published = self.publish(item, marks).await;
                     t.published += 1;
                     t.publish += publishing.elapsed();
                     match published {
                         Ok(Some(confirm)) => in_flight.push(confirm),
-                        Ok(None) => stopping |= self.plan.ordered,
+                        Ok(None) => {
+                            hold(keys.settled(id, false), marks);
+                            stopping |= self.plan.ordered;
+                        }
                         Err(e) => {
                             result = Err(e);
                             stopping = true;
@@ -199,7 +222,7 @@ impl Sender<'_> {
                     }
                     continue;
                 }
-                if buffer.is_empty() && exhausted && reading.is_none() && in_flight.is_empty() {
+                if buffer.is_empty() && keys.idle() && exhausted && reading.is_none() && in_flight.is_empty() {
                     // The plan is judged on committed marks only: flush them all first.
                     marks.drain().await;
                     match items::finish(self.pool, plan_id, owner).await {
@@ -221,11 +244,12 @@ impl Sender<'_> {
             marks.start(false);
             // Backpressure: no more than `mark_batch` confirmed items wait for their mark.
             let take_confirms = !in_flight.is_empty() && marks.has_room();
-            let sending = !stopping && !buffer.is_empty() && in_flight.len() < window;
+            let sending = !stopping && (keys.has_ready() || !buffer.is_empty()) && in_flight.len() < window;
             let mut wake_at = if sending { next_slot.min(next_control) } else { next_control };
             // Only when a read would start on waking: with the buffer full, an old `next_read`
             // would wake the loop at once, again and again (a busy loop that took a core).
-            if !stopping && reading.is_none() && !exhausted && (buffer.len() as i64) < limit {
+            if !stopping && reading.is_none() && !exhausted && (buffer.len() as i64) < limit && keys.parked() < park_max
+            {
                 wake_at = wake_at.min(next_read);
             }
             if let Some(due) = marks.due_at() {
@@ -252,11 +276,15 @@ impl Sender<'_> {
                 if buffer.is_empty() { t.starved += waited } else { t.window_full += waited }
             }
             match wake {
-                Wake::Confirmed(done) => match self.settle(done, marks).await {
-                    Ok(true) => {}
-                    // An ordered plan stops at its first failure.
-                    Ok(false) => stopping |= self.plan.ordered,
-                    Err(e) => {
+                Wake::Confirmed(done) => match (done.0, self.settle(done, marks).await) {
+                    (id, Ok(true)) => hold(keys.settled(id, true), marks),
+                    // An ordered plan stops at its first failure; one ordered per key holds
+                    // back that key's later messages.
+                    (id, Ok(false)) => {
+                        hold(keys.settled(id, false), marks);
+                        stopping |= self.plan.ordered;
+                    }
+                    (_, Err(e)) => {
                         result = Err(e);
                         stopping = true;
                     }
@@ -283,6 +311,20 @@ impl Sender<'_> {
         }
         t.log(plan_id, started.elapsed(), marks);
         result
+    }
+
+    /// The per-key bookkeeping, with the keys earlier failures of this plan hold back.
+    async fn keys(&self) -> anyhow::Result<Keys> {
+        let label = match self.plan.order() {
+            Order::Header(h) => format!("header `{h}`"),
+            _ => "routing key".to_string(),
+        };
+        let held = if self.plan.order().keyed() {
+            items::held_keys(self.pool, self.plan.id).await.context("cannot read the plan's held-back keys")?
+        } else {
+            Vec::new()
+        };
+        Ok(Keys::new(label, held))
     }
 
     /// Renews the lease; false when the plan was paused, cancelled, or taken over.
@@ -408,5 +450,13 @@ impl Sender<'_> {
                 tracing::warn!(plan_id, error = %e, "cannot pause the ordered plan");
             }
         }
+    }
+}
+
+/// Marks each held-back message failed with its reason: its dead letter awaits triage again.
+fn hold(held: Vec<(Outgoing, String)>, marks: &mut Marks) {
+    for (item, why) in held {
+        tracing::info!(plan_id = item.plan_id, dead_letter_id = item.dead_letter.id, why, "replay item held back");
+        marks.push(Mark::Failed(item.dead_letter.id, why));
     }
 }

@@ -3,6 +3,7 @@
 //! database per test. This file holds the harness; the tests are in `replay/`.
 
 mod marks;
+mod ordered;
 mod origin;
 mod plans;
 mod sending;

@@ -57,6 +57,7 @@ pub async fn run(
     sample: u32,
     latency_secs: u64,
     source: &str,
+    rounds: usize,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
         matches!(source, "revenant" | "mapped"),
@@ -71,7 +72,7 @@ pub async fn run(
         let res = if source == "mapped" {
             interruptible(mapped::bench(settings, &db.pool, &conn, &queue, events, windows, sample)).await
         } else {
-            interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs)).await
+            interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs, rounds)).await
         };
         delete_queues(settings.amqp_url.expose_secret(), std::slice::from_ref(&queue)).await;
         let _ = conn.close(200, "bench done".into()).await;
@@ -92,11 +93,12 @@ async fn bench(
     windows: &[usize],
     sample: u32,
     latency_secs: u64,
+    rounds: usize,
 ) -> anyhow::Result<()> {
     println!(
         "relay bench: durable {} queue, persistent messages of ~250 B, mandatory, confirms; \
-         {sample} events one at a time and at window 1, {events} per other run (claim batch {}, mark_batch {}, \
-         mark_flush {} ms, synchronous_commit {})",
+         {sample} events one at a time and at window 1, {events} per other run, {rounds} rounds of raw then relay \
+         per window (claim batch {}, mark_batch {}, mark_flush {} ms, synchronous_commit {})",
         super::queue_kind(),
         settings.relay.batch,
         settings.relay.mark_batch,
@@ -118,40 +120,51 @@ async fn bench(
         check,
     });
     report(out.last());
-    // (window, raw events/s, relay events/s)
+    // Per window: median raw events/s, median relay events/s, mark flushes, median of the
+    // rounds' ratios. Raw and relay alternate, round by round, so a slow spell of a noisy
+    // machine weighs on both sides of a ratio rather than on one.
     let mut ratios = Vec::new();
     for &w in windows {
         let n = if w == 1 { sample } else { events };
-        let label = format!("bench.raw.w{w}");
-        enqueue(pool, &label, queue, n).await?;
-        let took = ceiling::raw(pool, conn, &label, w).await?;
-        let check = verify(pool, conn, queue, &label).await?;
-        let raw_rate = per_sec(n.into(), took);
-        out.push(Outcome {
-            label: format!("raw confirms, window {w}"),
-            events: n.into(),
-            took,
-            p50: "–".into(),
-            p99: "–".into(),
-            check,
-        });
-        report(out.last());
+        let (mut raw_rates, mut relay_rates, mut round_ratios, mut flushes) = (vec![], vec![], vec![], 0);
+        for r in 1..=rounds.max(1) {
+            let round = if rounds > 1 { format!(", round {r}") } else { String::new() };
+            let label = format!("bench.raw.w{w}.r{r}");
+            enqueue(pool, &label, queue, n).await?;
+            let took = ceiling::raw(pool, conn, &label, w).await?;
+            let check = verify(pool, conn, queue, &label).await?;
+            let raw_rate = per_sec(n.into(), took);
+            out.push(Outcome {
+                label: format!("raw confirms, window {w}{round}"),
+                events: n.into(),
+                took,
+                p50: "–".into(),
+                p99: "–".into(),
+                check,
+            });
+            report(out.last());
 
-        let label = format!("bench.relay.w{w}");
-        enqueue(pool, &label, queue, n).await?;
-        let (took, stats) = relay_run(settings, pool, w, n.into()).await?;
-        let check = verify(pool, conn, queue, &label).await?;
-        let snap = stats.confirm_latency();
-        out.push(Outcome {
-            label: format!("relay, window {w}"),
-            events: n.into(),
-            took,
-            p50: bucket_percentile(&snap.counts, snap.count, 50.0),
-            p99: bucket_percentile(&snap.counts, snap.count, 99.0),
-            check,
-        });
-        report(out.last());
-        ratios.push((w, raw_rate, per_sec(n.into(), took), stats.mark_flushes.load(Relaxed)));
+            let label = format!("bench.relay.w{w}.r{r}");
+            enqueue(pool, &label, queue, n).await?;
+            let (took, stats) = relay_run(settings, pool, w, n.into()).await?;
+            let check = verify(pool, conn, queue, &label).await?;
+            let snap = stats.confirm_latency();
+            out.push(Outcome {
+                label: format!("relay, window {w}{round}"),
+                events: n.into(),
+                took,
+                p50: bucket_percentile(&snap.counts, snap.count, 50.0),
+                p99: bucket_percentile(&snap.counts, snap.count, 99.0),
+                check,
+            });
+            report(out.last());
+            let relay_rate = per_sec(n.into(), took);
+            round_ratios.push(relay_rate / raw_rate.max(1e-9));
+            raw_rates.push(raw_rate);
+            relay_rates.push(relay_rate);
+            flushes += stats.mark_flushes.load(Relaxed);
+        }
+        ratios.push((w, median(&mut raw_rates), median(&mut relay_rates), flushes, median(&mut round_ratios)));
     }
     let base = per_sec(out[0].events, out[0].took);
     println!();
@@ -183,7 +196,7 @@ async fn bench(
     anyhow::ensure!(!bad, "some runs lost, doubled or left messages (see the table)");
     // Latency at half the relay's peak: the window that was fastest, or 128 when measured.
     let peak = ratios.iter().find(|r| r.0 == 128).or_else(|| ratios.iter().max_by(|a, b| a.2.total_cmp(&b.2)));
-    if let Some(&(w, _, rate, _)) = peak
+    if let Some(&(w, _, rate, _, _)) = peak
         && latency_secs > 0
     {
         let l = latency::run(settings, pool, queue, w, rate / 2.0, latency_secs).await?;
@@ -207,13 +220,26 @@ async fn bench(
         );
     }
     println!();
-    for (w, raw, relay, flushes) in &ratios {
-        println!("relay window={w}: {relay:.0} events/s, raw {raw:.0} events/s, {flushes} mark flushes");
+    for (w, raw, relay, flushes, _) in &ratios {
+        println!(
+            "relay window={w}: {relay:.0} events/s, raw {raw:.0} events/s (medians of {} rounds), {flushes} mark flushes",
+            rounds.max(1)
+        );
     }
-    for (w, raw, relay, _) in &ratios {
-        println!("ratio relay/raw window={w}: {:.2}", relay / raw.max(1e-9));
+    for (w, _, _, _, ratio) in &ratios {
+        println!("ratio relay/raw window={w}: {ratio:.2}");
     }
     Ok(())
+}
+
+/// The middle value (the mean of the two middle ones for an even count); 0 when empty.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 fn report(o: Option<&Outcome>) {
@@ -352,5 +378,12 @@ mod tests {
         assert_eq!(bucket_percentile(&counts, 100, 50.0), "≤ 5 ms");
         assert_eq!(bucket_percentile(&counts, 100, 99.0), "≤ 50 ms");
         assert_eq!(bucket_percentile(&counts, 0, 99.0), "–");
+    }
+
+    #[test]
+    fn a_median_is_the_middle_of_the_sorted_values() {
+        assert_eq!(median(&mut [0.9, 0.5, 0.7]), 0.7);
+        assert_eq!(median(&mut [0.8, 0.6]), 0.7);
+        assert_eq!(median(&mut []), 0.0);
     }
 }

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-pub use types::{ItemStatus, PlanStatus};
+pub use types::{ItemStatus, Order, PlanStatus};
 
 use crate::error::AppError;
 use crate::pages::dead_letters::api::DlQuery;
@@ -29,7 +29,7 @@ pub struct TargetInput {
 pub struct PlanOptions {
     pub rate_per_sec: String,
     pub start_in_mins: String,
-    pub ordered: bool,
+    pub order: Order,
     pub auto_pause_percent: String,
     pub confirm_count: String,
 }
@@ -66,7 +66,7 @@ pub struct PlanView {
     pub target: String,
     pub rate_per_sec: Option<f32>,
     pub start_at: String,
-    pub ordered: bool,
+    pub order: Order,
     pub status: PlanStatus,
     pub paused_reason: Option<String>,
     pub total: i64,
@@ -80,7 +80,14 @@ pub struct PlanView {
     /// Sent messages that died again since (`replay_of`), by the failure group they fell into.
     #[serde(default)]
     pub died_again: Vec<(Option<i64>, i64)>,
+    /// A per-key ordered plan's keys held back by a failure, each with the dead letter that
+    /// failed first (at most [`HELD_KEYS_SHOWN`]).
+    #[serde(default)]
+    pub held_keys: Vec<(String, i64)>,
 }
+
+/// Held-back keys a plan page lists.
+pub const HELD_KEYS_SHOWN: usize = 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ItemView {

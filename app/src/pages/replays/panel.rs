@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use super::api::{PlanOptions, ReplayCreate, ReplayPreview, SelectionInput, TargetInput};
+use super::api::{Order, PlanOptions, ReplayCreate, ReplayPreview, SelectionInput, TargetInput};
 use crate::layout::ErrorBox;
 
 #[component]
@@ -27,7 +27,9 @@ pub fn ReplayPanel(
     let queue = RwSignal::new(origin.unwrap_or_default());
     let rate = RwSignal::new("50".to_string());
     let start_in = RwSignal::new(String::new());
-    let ordered = RwSignal::new(false);
+    // none, plan, routing_key or header (then `order_header` names it).
+    let order = RwSignal::new("none".to_string());
+    let order_header = RwSignal::new(String::new());
     let auto_pause = RwSignal::new("50".to_string());
     let typed = RwSignal::new(String::new());
     let preview = ServerAction::<ReplayPreview>::new();
@@ -91,10 +93,19 @@ pub fn ReplayPanel(
                     <label class="flex items-center gap-1">"rate (msg/s, empty = no limit)"{text(rate, "rate", "w-20")}</label>
                     <label class="flex items-center gap-1">"start in (minutes)"{text(start_in, "start in minutes", "w-20")}</label>
                     <label class="flex items-center gap-1">"auto-pause if this % die again"{text(auto_pause, "auto-pause percent", "w-16")}</label>
-                    <label class="flex items-center gap-1">
-                        <input type="checkbox" prop:checked=move || ordered.get() on:change=move |ev| ordered.set(event_target_checked(&ev)) />
-                        "in first-failure order, one at a time"
+                </div>
+                <div class="flex flex-wrap gap-3 items-center">
+                    <label class="flex items-center gap-1">"order"
+                        <select class="input" aria-label="order" data-testid="replay-order" prop:value=move || order.get() on:change=move |ev| order.set(event_target_value(&ev))>
+                            <option value="none">"none (as fast as confirms come back)"</option>
+                            <option value="routing_key">"per routing key (keys in parallel; a failure holds back that key)"</option>
+                            <option value="header">"per header value, e.g. an aggregate id (keys in parallel)"</option>
+                            <option value="plan">"whole plan, one at a time (a failure pauses it)"</option>
+                        </select>
                     </label>
+                    <Show when=move || order.get() == "header">
+                        <label class="flex items-center gap-1">"header"{text(order_header, "order header", "w-48")}</label>
+                    </Show>
                 </div>
                 <div>
                     <button class="btn" on:click=move |_| { preview.dispatch(ReplayPreview { selection: selection.get_untracked(), target: target() }); }>"Preview"</button>
@@ -148,7 +159,12 @@ pub fn ReplayPanel(
                                             options: PlanOptions {
                                                 rate_per_sec: rate.get_untracked(),
                                                 start_in_mins: start_in.get_untracked(),
-                                                ordered: ordered.get_untracked(),
+                                                order: match order.get_untracked().as_str() {
+                                                    "plan" => Order::Plan,
+                                                    "routing_key" => Order::RoutingKey,
+                                                    "header" => Order::Header(order_header.get_untracked().trim().to_string()),
+                                                    _ => Order::None,
+                                                },
                                                 auto_pause_percent: auto_pause.get_untracked(),
                                                 confirm_count: if needs { typed.get_untracked() } else { count.to_string() },
                                             },

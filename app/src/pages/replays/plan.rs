@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::Progress;
-use super::api::{ItemStatus, PlanPage, PlanStatus, ReplayControl, replay_get};
+use super::api::{ItemStatus, Order, PlanPage, PlanStatus, ReplayControl, replay_get};
 use crate::auth::whoami;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::widgets::Pill;
@@ -62,7 +62,7 @@ pub fn PlanPage() -> impl IntoView {
                                     <div>{p.target.clone()}</div>
                                     <div class="muted text-xs">{format!("by {} · created {} · starts {} · {}{}", p.created_by, p.created_at, p.start_at,
                                         p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
-                                        if p.ordered { " · in order" } else { "" })}</div>
+                                        if p.order == Order::None { String::new() } else { format!(" · {}", p.order.describe()) })}</div>
                                     {p.paused_reason.clone().map(|r| view! { <div class="text-amber-700 dark:text-amber-400 text-xs">{r}</div> })}
                                     {(!p.died_again.is_empty()).then(|| {
                                         let total: i64 = p.died_again.iter().map(|(_, n)| n).sum();
@@ -75,6 +75,15 @@ pub fn PlanPage() -> impl IntoView {
                                                 }).collect_view()}
                                             </div>
                                         }
+                                    })}
+                                    {(!p.held_keys.is_empty()).then(|| view! {
+                                        <div class="text-amber-700 dark:text-amber-400 text-xs" data-testid="held-keys">
+                                            "Held back after a failure (their later messages await triage again): "
+                                            {p.held_keys.iter().map(|(k, first)| view! {
+                                                <span class="font-mono">{k.clone()}</span>" (after "
+                                                <a class="underline" href=types::routes::dead_letter(*first)>{format!("#{first}")}</a>") "
+                                            }).collect_view()}
+                                        </div>
                                     })}
                                     {p.waiting.clone().map(|w| view! { <div class="text-amber-700 dark:text-amber-400 text-xs" data-testid="plan-waiting">{w}</div> })}
                                 </div>

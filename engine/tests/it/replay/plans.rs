@@ -179,7 +179,7 @@ async fn an_ordered_plan_stops_at_its_first_failure_instead_of_sending_the_next_
     let nowhere = env.exchange(ExchangeKind::Direct).await;
     let target = Target::Exchange { exchange: nowhere, routing_key: "no-binding".into() };
     let mut req = CreatePlan::new(Selection::Ids(ids.clone()), target);
-    req.ordered = true;
+    req.order = engine::replay::Order::Plan;
     let p = plan::create(env.pool(), &alice(), None, &req).await.unwrap();
     let publisher = Publisher::start(env.pool());
     let paused = wait_plan(env.pool(), p.id, "paused", |p| p.status == "paused").await;

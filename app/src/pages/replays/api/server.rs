@@ -66,13 +66,13 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
     };
     PlanView {
         left: p.left(),
+        order: p.order(),
         id: p.id,
         created_by: p.created_by,
         created_at: crate::format::time(p.created_at),
         target,
         rate_per_sec: p.rate_per_sec,
         start_at: crate::format::time(p.start_at),
-        ordered: p.ordered,
         status: p.status,
         paused_reason: p.paused_reason,
         total: p.total,
@@ -81,6 +81,7 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
         cancelled: p.cancelled,
         waiting: None,
         died_again: Vec::new(),
+        held_keys: Vec::new(),
     }
 }
 
@@ -139,7 +140,7 @@ pub async fn create(who: &Principal, s: SelectionInput, t: TargetInput, o: PlanO
         }
         req.start_at = Some(chrono::Utc::now() + chrono::Duration::minutes(m));
     }
-    req.ordered = o.ordered;
+    req.order = o.order;
     if let Some(p) = number::<f32>("auto-pause share", &o.auto_pause_percent)? {
         if !(1.0..=100.0).contains(&p) {
             return Err(AppError::Invalid("auto-pause share: between 1 and 100 percent".into()));
@@ -183,6 +184,11 @@ pub async fn get(id: i64, after: Option<i64>, status: Option<ItemStatus>) -> Res
     };
     let mut view = plan_view(plan);
     view.died_again = replay::progress::died_again(&state.pool, id).await.map_err(replay_error)?;
+    if view.order.keyed() {
+        let mut held = replay::items::held_keys(&state.pool, id).await.map_err(AppError::internal)?;
+        held.truncate(super::HELD_KEYS_SHOWN);
+        view.held_keys = held;
+    }
     if matches!(view.status, PlanStatus::Scheduled | PlanStatus::Running) {
         // A publisher beats every 5 s; one seen in the last 30 s, connected, is sending.
         let beats = engine::heartbeats::recent(&state.pool).await?;
