@@ -17,7 +17,9 @@
 //!   with its effect; `progress`: plans, their counters and items.
 //! - `items`: the publisher's reads and its group marks; `marks`: a plan's mark flusher.
 //! - `broker`: passive checks (exchange exists, queue consumers) on throwaway channels.
-//! - `publisher`, `sender`: the worker role, and one plan's send loop.
+//! - `publisher`, `sender`: the worker role, and one plan's send loop; `keys`: a plan ordered
+//!   per routing key or header value (one in flight per key, a failed key's later messages
+//!   held back).
 //! - `autopause`, `lineage`, `stats`: the died-again brake, a message's story, counters.
 //! - `edit`: a new version of one dead letter (body, headers) that its replays send instead.
 
