@@ -95,17 +95,23 @@ pub fn ReplayPanel(
                     <label class="flex items-center gap-1">"auto-pause if this % die again"{text(auto_pause, "auto-pause percent", "w-16")}</label>
                 </div>
                 <div class="flex flex-wrap gap-3 items-center">
-                    <label class="flex items-center gap-1">"order"
-                        <select class="input" aria-label="order" data-testid="replay-order" prop:value=move || order.get() on:change=move |ev| order.set(event_target_value(&ev))>
-                            <option value="none">"none (as fast as confirms come back)"</option>
-                            <option value="routing_key">"per routing key (keys in parallel; a failure holds back that key)"</option>
-                            <option value="header">"per header value, e.g. an aggregate id (keys in parallel)"</option>
-                            <option value="plan">"whole plan, one at a time (a failure pauses it)"</option>
+                    <label class="flex items-center gap-1 min-w-0 max-w-full">"order"
+                        <select class="input min-w-0 max-w-full" aria-label="order" data-testid="replay-order" prop:value=move || order.get() on:change=move |ev| order.set(event_target_value(&ev))>
+                            <option value="none">"none (fastest)"</option>
+                            <option value="routing_key">"per routing key"</option>
+                            <option value="header">"per header value"</option>
+                            <option value="plan">"whole plan, one at a time"</option>
                         </select>
                     </label>
                     <Show when=move || order.get() == "header">
                         <label class="flex items-center gap-1">"header"{text(order_header, "order header", "w-48")}</label>
                     </Show>
+                    <span class="muted text-xs" data-testid="replay-order-help">{move || match order.get().as_str() {
+                        "routing_key" => "In first-failure order within each original routing key, keys in parallel; a failure holds back that key's later messages (they await triage again).",
+                        "header" => "In first-failure order within each value of the header (an aggregate id), values in parallel; a failure holds back that value's later messages. Messages without the header are sent without order.",
+                        "plan" => "One message at a time in first-failure order; the first failure pauses the plan.",
+                        _ => "As fast as the broker confirms; no order between messages.",
+                    }}</span>
                 </div>
                 <div>
                     <button class="btn" on:click=move |_| { preview.dispatch(ReplayPreview { selection: selection.get_untracked(), target: target() }); }>"Preview"</button>
