@@ -1,6 +1,6 @@
 //! Formatting for people reading at a glance: ages, sizes, times. Pure; tested.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, FixedOffset, Utc};
 
 /// "45s", "12m 03s", "3h 07m", "2d 04h".
 pub fn age_secs(secs: i64) -> String {
@@ -27,6 +27,27 @@ pub fn bytes(n: i64) -> String {
 
 pub fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// `t` in a zone `offset_secs` east of UTC (what the browser says its zone is at that
+/// instant), named by its offset: "2026-12-05 21:04:30 UTC+1"; plain [`time`] at UTC itself.
+pub fn local_time(t: DateTime<Utc>, offset_secs: i32) -> String {
+    match FixedOffset::east_opt(offset_secs) {
+        Some(zone) if offset_secs != 0 => {
+            format!("{} {}", t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S"), zone_name(offset_secs))
+        }
+        _ => time(t),
+    }
+}
+
+/// "UTC+1", "UTC+5:30", "UTC-3".
+fn zone_name(offset_secs: i32) -> String {
+    let sign = if offset_secs < 0 { '-' } else { '+' };
+    let mins = offset_secs.unsigned_abs() / 60;
+    match mins % 60 {
+        0 => format!("UTC{sign}{}", mins / 60),
+        m => format!("UTC{sign}{}:{m:02}", mins / 60),
+    }
 }
 
 /// A count the server capped: "10000+".
@@ -59,6 +80,16 @@ mod tests {
     fn clipping_never_splits_a_character() {
         assert_eq!(clip("héllo wörld", 5), "héllo…");
         assert_eq!(clip("ok", 5), "ok");
+    }
+
+    #[test]
+    fn local_times_name_their_offset_and_utc_stays_utc() {
+        let t = DateTime::parse_from_rfc3339("2026-12-05T23:30:00Z").unwrap().to_utc();
+        assert_eq!(local_time(t, 3600), "2026-12-06 00:30:00 UTC+1");
+        assert_eq!(local_time(t, 5 * 3600 + 1800), "2026-12-06 05:00:00 UTC+5:30");
+        assert_eq!(local_time(t, -3 * 3600), "2026-12-05 20:30:00 UTC-3");
+        assert_eq!(local_time(t, 0), "2026-12-05 23:30:00 UTC");
+        assert_eq!(local_time(t, 90_000), "2026-12-05 23:30:00 UTC", "an impossible offset falls back to UTC");
     }
 
     #[test]

@@ -5,6 +5,8 @@ use leptos_router::hooks::use_location;
 
 use crate::auth::{Logout, whoami};
 use crate::error::AppError;
+use crate::shortcuts::Shortcuts;
+use crate::theme::ThemeToggle;
 
 const NAV: &[(&str, &str)] = &[
     ("/", "Overview"),
@@ -59,16 +61,24 @@ pub fn Frame(children: Children) -> impl IntoView {
                                 <summary class="btn cursor-pointer select-none">"Menu"</summary>
                                 <div class="absolute left-0 top-full mt-1 z-20 card flex flex-col p-1 w-48 shadow-lg">
                                     {NAV.iter().map(|(href, label)| link(href, label)).collect_view()}
+                                    <div class="border-t border-slate-200 dark:border-slate-800 mt-1 pt-1">
+                                        <ThemeToggle testid="theme-toggle-menu" />
+                                    </div>
                                 </div>
                             </details>
                         }
                     }}
-                    <div class="ml-auto"><UserBox /></div>
+                    <div class="ml-auto flex items-center gap-2">
+                        <span class="hidden lg:inline-flex"><ThemeToggle /></span>
+                        <UserBox />
+                    </div>
                 })}
+                {move || signing_in().then(|| view! { <div class="ml-auto"><ThemeToggle /></div> })}
             </nav>
         </header>
         {move || (!signing_in()).then(|| view! { <crate::banner::FiringBanner /> })}
         <main id="main" tabindex="-1" class="max-w-7xl mx-auto px-4 py-5">{children()}</main>
+        <Shortcuts />
     }
 }
 

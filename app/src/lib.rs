@@ -12,8 +12,10 @@ pub mod guard;
 pub mod layout;
 pub mod pages;
 pub mod policy;
+pub mod shortcuts;
 #[cfg(feature = "ssr")]
 pub mod state;
+pub mod theme;
 pub mod widgets;
 
 use leptos::prelude::*;
@@ -54,6 +56,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
+                // Before any stylesheet or paint: dark or light, with no flash of the other.
+                <script nonce=leptos::nonce::use_nonce() inner_html=theme::HEAD_SCRIPT></script>
                 <HydrationScripts options />
                 <MetaTags />
             </head>

@@ -1,6 +1,12 @@
 //! Small pieces of page furniture shared by several pages.
 
+mod pager;
+mod time;
+
 use leptos::prelude::*;
+
+pub use pager::Pager;
+pub use time::Time;
 
 /// A status word as a coloured pill.
 #[component]

@@ -76,9 +76,13 @@ pub struct AuditFilter {
     pub text: Option<String>,
     /// Keyset cursor: entries with an id below this.
     pub before_id: Option<i64>,
+    /// Keyset cursor the other way: the entries just above this id (the previous page).
+    /// Ignored when `before_id` is set.
+    pub after_id: Option<i64>,
 }
 
-/// A page of entries, newest first; one more than `limit` is fetched to tell if more exist.
+/// A page of entries, newest first; one more than `limit` is fetched to tell if more exist
+/// (older ones, or with `after_id`, newer ones: that page is read upwards, then reversed).
 pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
     // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
     let mut q = QueryBuilder::<Postgres>::new(
@@ -95,12 +99,23 @@ pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Resul
         q.push(" AND (coalesce(target, '') ILIKE ").push_bind(pat.clone());
         q.push(" OR coalesce(detail::text, '') ILIKE ").push_bind(pat).push(")");
     }
-    if let Some(b) = f.before_id {
-        q.push(" AND id < ").push_bind(b);
-    }
-    q.push(" ORDER BY id DESC LIMIT ").push_bind(limit + 1);
+    let upwards = match (f.before_id, f.after_id) {
+        (Some(b), _) => {
+            q.push(" AND id < ").push_bind(b);
+            false
+        }
+        (None, Some(a)) => {
+            q.push(" AND id > ").push_bind(a);
+            true
+        }
+        (None, None) => false,
+    };
+    q.push(if upwards { " ORDER BY id ASC LIMIT " } else { " ORDER BY id DESC LIMIT " }).push_bind(limit + 1);
     let mut rows: Vec<AuditRow> = q.build_query_as().fetch_all(db).await?;
     let more = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
+    if upwards {
+        rows.reverse();
+    }
     Ok((rows, more))
 }

@@ -12,7 +12,7 @@ use leptos::prelude::*;
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 use api::{RuleRowView, alerts_list, alerts_targets};
 
 /// A threshold or value as people write it: `12`, `0.5`, not `12.0`.
@@ -104,8 +104,8 @@ fn RulesTable(list: Vec<RuleRowView>) -> impl IntoView {
                                 </td>
                                 <td class="text-right tabular-nums font-medium">{r.value.map(num).unwrap_or_else(|| "—".into())}</td>
                                 <td class="text-xs muted whitespace-nowrap">{th}</td>
-                                <td class="tabular-nums whitespace-nowrap" title=r.since.clone()>{format::age_secs(r.since_secs)}</td>
-                                <td class="text-xs whitespace-nowrap">{r.silenced_until.clone().unwrap_or_default()}</td>
+                                <td class="tabular-nums whitespace-nowrap" title=format::time(r.since)>{format::age_secs(r.since_secs)}</td>
+                                <td class="text-xs whitespace-nowrap">{r.silenced_until.map(|at| view! { <Time at /> })}</td>
                                 <td class="font-mono text-xs">{r.webhook_host.clone().unwrap_or_else(|| "—".into())}</td>
                             </tr>
                         }

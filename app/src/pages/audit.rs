@@ -1,6 +1,7 @@
 //! The audit log: every operator and admin action, newest first. Read-only by design.
 
 use crate::layout::{ErrorBox, PageTitle};
+use crate::widgets::{Pager, Time};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
@@ -11,10 +12,21 @@ use api::*;
 pub fn AuditLogPage() -> impl IntoView {
     let query = use_query_map();
     let q = move |k: &str| query.with(|m| m.get(k));
+    let id = move |k: &str| q(k).and_then(|v| v.parse::<i64>().ok());
     let page = Resource::new(
-        move || (q("actor"), q("action"), q("text"), q("before").and_then(|b| b.parse::<i64>().ok())),
-        |(actor, action, text, before)| audit_list(actor, action, text, before),
+        move || (q("actor"), q("action"), q("text"), id("before"), id("after")),
+        |(actor, action, text, before, after)| audit_list(actor, action, text, before, after),
     );
+    // The log's link with the current filter and one cursor (`before=ID` older, `after=ID` newer).
+    let link = move |cursor: Option<String>| {
+        let mut params: Vec<String> = cursor.into_iter().collect();
+        for k in ["actor", "action", "text"] {
+            if let Some(v) = q(k) {
+                params.push(format!("{k}={}", crate::format::urlencode(&v)));
+            }
+        }
+        if params.is_empty() { "/audit".to_string() } else { format!("/audit?{}", params.join("&")) }
+    };
     view! {
         <PageTitle title="Audit log" />
         <form method="get" class="flex flex-wrap gap-2 mb-3 items-end text-sm">
@@ -30,13 +42,10 @@ pub fn AuditLogPage() -> impl IntoView {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(p) => {
                         let empty = p.rows.is_empty();
-                        let next = p.next_before.map(|b| {
-                            let mut params = vec![format!("before={b}")];
-                            for k in ["actor", "action", "text"] {
-                                if let Some(v) = q(k) { params.push(format!("{k}={}", crate::format::urlencode(&v))); }
-                            }
-                            format!("/audit?{}", params.join("&"))
-                        });
+                        let next = p.next_before.map(|b| link(Some(format!("before={b}"))));
+                        let prev = p.prev_after.map(|a| link(Some(format!("after={a}"))));
+                        let paged = id("before").is_some() || id("after").is_some();
+                        let first = (paged && (prev.is_some() || empty)).then(|| link(None));
                         view! {
                             <div class="card overflow-x-auto">
                                 <table class="tbl" data-testid="audit-table">
@@ -44,7 +53,7 @@ pub fn AuditLogPage() -> impl IntoView {
                                     <tbody>
                                         {p.rows.into_iter().map(|r| view! {
                                             <tr>
-                                                <td class="whitespace-nowrap font-mono text-xs">{r.at}</td>
+                                                <td class="whitespace-nowrap font-mono text-xs"><Time at=r.at /></td>
                                                 <td>{r.actor}<span class="muted text-xs">" ("{r.actor_role}")"</span></td>
                                                 <td class="font-mono text-xs">{r.source_ip}</td>
                                                 <td class="font-mono text-xs">{r.action}</td>
@@ -58,7 +67,7 @@ pub fn AuditLogPage() -> impl IntoView {
                                 </table>
                                 {empty.then(|| view! { <p class="p-3 muted text-sm">"No audit entries match."</p> })}
                             </div>
-                            {next.map(|href| view! { <a class="btn mt-3" href=href>"Older entries →"</a> })}
+                            <Pager first prev next next_label="Older entries →" />
                         }.into_any()
                     }
                 }

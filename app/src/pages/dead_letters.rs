@@ -17,7 +17,7 @@ use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
-use crate::widgets::{FilterField, Pill, Tabs, query_string};
+use crate::widgets::{FilterField, Pager, Pill, Tabs, query_string};
 use api::{DlQuery, dl_discovered, dl_list, dl_queues};
 use watch::{Discovered, Manage, WatchButton};
 
@@ -36,6 +36,11 @@ fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
 }
 
 pub fn href(q: &DlQuery, after: Option<String>) -> String {
+    href_at(q, ("after", after))
+}
+
+/// The list's link with one page cursor: `("after", …)` or `("before", …)`.
+fn href_at(q: &DlQuery, cursor: (&str, Option<String>)) -> String {
     format!(
         "/dead-letters{}",
         query_string(&[
@@ -48,7 +53,7 @@ pub fn href(q: &DlQuery, after: Option<String>) -> String {
             ("group", q.group.clone()),
             ("newer_than_mins", q.newer_than_mins.clone()),
             ("older_than_mins", q.older_than_mins.clone()),
-            ("after", after),
+            cursor,
         ])
     )
 }
@@ -118,9 +123,11 @@ pub fn DeadLettersPage() -> impl IntoView {
     let params = use_query_map();
     let query = Memo::new(move |_| params.with(read_query));
     let after = Memo::new(move |_| params.with(|m| m.get("after")));
+    let before = Memo::new(move |_| params.with(|m| m.get("before")));
     let acted = RwSignal::new(0u32);
     let queues = Resource::new(move || acted.get(), |_| dl_queues());
-    let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| dl_list(q, a));
+    let page =
+        Resource::new(move || (query.get(), after.get(), before.get(), acted.get()), |(q, a, b, _)| dl_list(q, a, b));
     let caller = Resource::new(|| (), |_| whoami());
     let discovered = Resource::new(move || acted.get(), |_| dl_discovered());
     // Outside the list's Suspense, so it survives the refetch an action causes.
@@ -166,7 +173,10 @@ pub fn DeadLettersPage() -> impl IntoView {
                 };
                 match page.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(p) => view! { <Rows p q=query.get_untracked() can_operate is_admin acted notice /> }.into_any(),
+                    Ok(p) => {
+                        let paged = after.get_untracked().is_some() || before.get_untracked().is_some();
+                        view! { <Rows p q=query.get_untracked() paged can_operate is_admin acted notice /> }.into_any()
+                    }
                 }
             })}
         </Suspense>
@@ -205,6 +215,8 @@ fn FilterForm(q: DlQuery) -> impl IntoView {
 fn Rows(
     p: api::DlPage,
     q: DlQuery,
+    /// Reached through a page cursor (`after` or `before`).
+    paged: bool,
     can_operate: bool,
     is_admin: bool,
     acted: RwSignal<u32>,
@@ -212,7 +224,10 @@ fn Rows(
 ) -> impl IntoView {
     let selected = RwSignal::new(std::collections::BTreeSet::<i64>::new());
     let next = p.next.clone().map(|n| href(&q, Some(n)));
+    let prev = p.prev.clone().map(|c| href_at(&q, ("before", Some(c))));
     let empty = p.rows.is_empty();
+    // A `before` page that reached the newest rows is the first page already.
+    let first = (paged && (prev.is_some() || empty)).then(|| href(&q, None));
     view! {
         <p class="text-sm mb-2" data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
         {p.search_note.clone().map(|n| view! { <p class="text-xs muted mb-2" data-testid="dl-search-note">{n}</p> })}
@@ -228,7 +243,8 @@ fn Rows(
             view! {
                 {bar}
                 <div class="flex flex-wrap gap-2 mb-3 items-start">
-                    <ReplayPanel selection=picked label="Replay selected…" />
+                    // `r` presses it (app/src/shortcuts.rs).
+                    <div class="contents" data-shortcut="replay"><ReplayPanel selection=picked label="Replay selected…" /></div>
                     <ReplayPanel selection=matching label="Replay all matching…" />
                 </div>
             }
@@ -243,7 +259,7 @@ fn Rows(
                     {p.rows.into_iter().map(|r| {
                         let id = r.id;
                         view! {
-                            <tr>
+                            <tr data-row="dead-letter" tabindex="-1">
                                 <td>{can_operate.then(|| view! {
                                     <input type="checkbox" aria-label="select message"
                                         prop:checked=move || selected.with(|s| s.contains(&id))
@@ -267,6 +283,6 @@ fn Rows(
             </table>
             {empty.then(|| view! { <p class="p-3 muted text-sm">"No dead letters match."</p> })}
         </div>
-        {next.map(|h| view! { <a class="btn mt-3" href=h>"Older →"</a> })}
+        <Pager first prev next next_label="Older →" />
     }
 }

@@ -10,7 +10,7 @@ use leptos_router::hooks::use_query_map;
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::{FilterField, Pill, Tabs, query_string};
+use crate::widgets::{FilterField, Pager, Pill, Tabs, query_string};
 use api::{Bucket, OutboxQuery, outbox_health, outbox_list};
 
 /// The tab a bucket is listed under.
@@ -39,6 +39,11 @@ fn read_query(m: &leptos_router::params::ParamsMap) -> OutboxQuery {
 }
 
 pub fn href(q: &OutboxQuery, after: Option<String>) -> String {
+    href_at(q, ("after", after))
+}
+
+/// The list's link with one page cursor: `("after", …)` or `("before", …)`.
+fn href_at(q: &OutboxQuery, cursor: (&str, Option<String>)) -> String {
     format!(
         "/outbox{}",
         query_string(&[
@@ -51,7 +56,7 @@ pub fn href(q: &OutboxQuery, after: Option<String>) -> String {
             ("event_id", q.event_id.clone()),
             ("older_than_mins", q.older_than_mins.clone()),
             ("newer_than_mins", q.newer_than_mins.clone()),
-            ("after", after),
+            cursor,
         ])
     )
 }
@@ -61,9 +66,13 @@ pub fn OutboxPage() -> impl IntoView {
     let params = use_query_map();
     let query = Memo::new(move |_| params.with(read_query));
     let after = Memo::new(move |_| params.with(|m| m.get("after")));
+    let before = Memo::new(move |_| params.with(|m| m.get("before")));
     let acted = RwSignal::new(0u32);
     let health = Resource::new(move || acted.get(), |_| outbox_health());
-    let page = Resource::new(move || (query.get(), after.get(), acted.get()), |(q, a, _)| outbox_list(q, a));
+    let page = Resource::new(
+        move || (query.get(), after.get(), before.get(), acted.get()),
+        |(q, a, b, _)| outbox_list(q, a, b),
+    );
     let caller = Resource::new(|| (), |_| whoami());
     // Outside the list's Suspense, so it survives the refetch an action causes.
     let notice = RwSignal::new(None::<String>);
@@ -93,7 +102,10 @@ pub fn OutboxPage() -> impl IntoView {
                 let can_operate = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
                 match page.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
-                    Ok(p) => view! { <RowsTable p q=query.get_untracked() can_operate acted notice /> }.into_any(),
+                    Ok(p) => {
+                        let paged = after.get_untracked().is_some() || before.get_untracked().is_some();
+                        view! { <RowsTable p q=query.get_untracked() paged can_operate acted notice /> }.into_any()
+                    }
                 }
             })}
         </Suspense>
@@ -153,6 +165,8 @@ fn FilterForm(q: OutboxQuery) -> impl IntoView {
 fn RowsTable(
     p: api::OutboxPage,
     q: OutboxQuery,
+    /// Reached through a page cursor (`after` or `before`).
+    paged: bool,
     can_operate: bool,
     acted: RwSignal<u32>,
     notice: RwSignal<Option<String>>,
@@ -160,6 +174,9 @@ fn RowsTable(
     let selected = RwSignal::new(std::collections::BTreeSet::<String>::new());
     let source = p.source.clone();
     let next = p.next.clone().map(|n| href(&q, Some(n)));
+    let prev = p.prev.clone().map(|c| href_at(&q, ("before", Some(c))));
+    // A `before` page that reached the start of the list is the first page already.
+    let first = (paged && (prev.is_some() || p.rows.is_empty())).then(|| href(&q, None));
     let actionable = matches!(p.bucket, Bucket::Pending | Bucket::Stuck | Bucket::Failed);
     let empty = p.rows.is_empty();
     view! {
@@ -184,7 +201,7 @@ fn RowsTable(
                         let id2 = r.id.clone();
                         let detail = types::routes::outbox_row(&source, &r.id);
                         view! {
-                            <tr>
+                            <tr data-row="outbox-row" tabindex="-1">
                                 <td>{(can_operate && actionable).then(|| view! {
                                     <input type="checkbox" aria-label="select row"
                                         prop:checked=move || selected.with(|s| s.contains(&id))
@@ -196,7 +213,7 @@ fn RowsTable(
                                 <td class="font-mono text-xs"><a class="underline" href=detail>{format::clip(&r.event_id, 36)}</a></td>
                                 <td>{r.event_type}</td>
                                 <td class="font-mono text-xs">{r.exchange}" "{r.routing_key}</td>
-                                <td class="tabular-nums whitespace-nowrap" title=r.created_at>{format::age_secs(r.age_secs)}</td>
+                                <td class="tabular-nums whitespace-nowrap" title=format::time(r.created_at)>{format::age_secs(r.age_secs)}</td>
                                 <td><Pill text=r.status /></td>
                                 <td class="text-right tabular-nums">{r.attempts}</td>
                                 <td class="text-xs text-red-700 dark:text-red-300 max-w-xs break-words">{r.last_error.map(|e| format::clip(&e, 120))}</td>
@@ -208,6 +225,6 @@ fn RowsTable(
             </table>
             {empty.then(|| view! { <p class="p-3 muted text-sm">"No rows match."</p> })}
         </div>
-        {next.map(|h| view! { <a class="btn mt-3" href=h>"Next page →"</a> })}
+        <Pager first prev next next_label="Next page →" />
     }
 }

@@ -13,6 +13,7 @@ use leptos::prelude::*;
 use crate::auth::whoami;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::dead_letters::watch::Manage;
+use crate::widgets::Time;
 use api::{topology_contracts, topology_report};
 
 #[component]
@@ -39,7 +40,7 @@ pub fn TopologyPage() -> impl IntoView {
                         <p class="muted text-xs mb-2" data-testid="topology-source">
                             "vhost "<span class="font-mono">{r.vhost.clone()}</span>
                             {r.rabbitmq_version.clone().map(|v| view! { " · RabbitMQ "{v} })}
-                            {if r.reachable { " · checked " } else { " · tried " }}{r.taken_at.clone()}
+                            {if r.reachable { " · checked " } else { " · tried " }}<Time at=r.taken_at />
                         </p>
                         {move || ingest_notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status" data-testid="topology-notice">{m}</p> })}
                         <report::ReportBody r manage />

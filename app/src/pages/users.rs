@@ -3,7 +3,7 @@
 //! change of role, a disable or enable and a new password end the user's sessions.
 
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 use leptos::prelude::*;
 
 pub mod api;
@@ -42,7 +42,7 @@ pub fn UsersPage() -> impl IntoView {
                                                 <td>{u.username.clone()}</td>
                                                 <td><Pill text=u.role /></td>
                                                 <td>{if u.disabled { "disabled" } else { "active" }}</td>
-                                                <td class="text-xs muted">{u.created_at}</td>
+                                                <td class="text-xs muted"><Time at=u.created_at /></td>
                                                 <td class="flex gap-1">
                                                     <select class="input" aria-label=format!("role of {}", u.username)
                                                         on:change=move |ev| send("role", n1.clone(), Some(event_target_value(&ev)), None)>

@@ -164,7 +164,8 @@ pub struct DeadLetterSummary {
     pub ingested_at: DateTime<Utc>,
 }
 
-/// Where the next page starts: the last row of this one.
+/// A row's place in the list's order: the next page starts after the last row of this one,
+/// the previous page before its first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
     pub ingested_at: DateTime<Utc>,
@@ -176,6 +177,9 @@ pub struct Page {
     pub items: Vec<DeadLetterSummary>,
     /// None on the last page.
     pub next: Option<Cursor>,
+    /// Where the page before this one ends (its rows are newer than this cursor); None on the
+    /// first page.
+    pub prev: Option<Cursor>,
     /// A body search stopped after [`BODY_SEARCH_ROWS`](super::store::BODY_SEARCH_ROWS) rows
     /// without filling the page: `next` continues the search after the last row it read.
     pub searched_partly: bool,

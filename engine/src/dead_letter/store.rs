@@ -108,9 +108,51 @@ fn escape_like(s: &str) -> String {
 /// continues the search where it stopped.
 pub const BODY_SEARCH_ROWS: i64 = 25_000;
 
+/// Where a page of the list starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// The newest rows: the first page.
+    Newest,
+    /// The rows just older than the cursor: the next page.
+    After(Cursor),
+    /// The rows just newer than the cursor: the previous page.
+    Before(Cursor),
+}
+
+impl At {
+    fn backward(self) -> bool {
+        matches!(self, At::Before(_))
+    }
+
+    /// ` AND (ingested_at, id) < / > cursor`, then the order that walks away from the cursor:
+    /// a previous page reads the same index the other way (ascending), and is reversed after.
+    fn push_cursor_and_order(self, q: &mut QueryBuilder<Postgres>) {
+        if let At::After(c) | At::Before(c) = self {
+            let cmp = if self.backward() { " > (" } else { " < (" };
+            q.push(" AND (ingested_at, id)").push(cmp).push_bind(c.ingested_at).push(", ").push_bind(c.id).push(")");
+        }
+        push_order(q, self.backward());
+    }
+}
+
+fn push_order(q: &mut QueryBuilder<Postgres>, backward: bool) {
+    let dir = if backward { "ASC" } else { "DESC" };
+    q.push(format!(" ORDER BY ingested_at {dir}, id {dir}"));
+}
+
+fn cursor_of(r: &DeadLetterSummary) -> Cursor {
+    Cursor { ingested_at: r.ingested_at, id: r.id }
+}
+
 /// A page, newest first, continuing after `cursor` when given. With a body search, only the
 /// next [`BODY_SEARCH_ROWS`] rows that match the other filters are searched (see `Page`).
 pub async fn list(db: &PgPool, f: &ListFilter, cursor: Option<Cursor>, limit: i64) -> Result<Page, StoreError> {
+    page(db, f, cursor.map_or(At::Newest, At::After), limit).await
+}
+
+/// The page at `at`, newest first, with the cursors of the pages on either side. A body
+/// search reads at most [`BODY_SEARCH_ROWS`] rows from the cursor, in either direction.
+pub async fn page(db: &PgPool, f: &ListFilter, at: At, limit: i64) -> Result<Page, StoreError> {
     let limit = limit.clamp(1, 1000);
     // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
     let mut q = QueryBuilder::<Postgres>::new(
@@ -119,60 +161,70 @@ pub async fn list(db: &PgPool, f: &ListFilter, cursor: Option<Cursor>, limit: i6
     );
     q.push_bind(SUMMARY_BODY_BYTES).push(") AS body_head, ingested_at FROM ");
     let window = match &f.body_contains {
-        // The rows to search, newest first, then the body match over those alone.
+        // The rows to search, nearest the cursor first, then the body match over those alone.
         Some(bytes) => {
             let others = ListFilter { body_contains: None, ..f.clone() };
             q.push("(SELECT * FROM dead_letters WHERE true");
-            push_window(&mut q, &others, cursor, BODY_SEARCH_ROWS);
+            push_window(&mut q, &others, at, BODY_SEARCH_ROWS);
             q.push(") w WHERE position(").push_bind(bytes.clone()).push("::bytea in body) > 0");
             Some(others)
         }
         None => {
             q.push("dead_letters WHERE true");
             push_conditions(&mut q, f);
-            push_after(&mut q, cursor);
             None
         }
     };
-    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ").push_bind(limit + 1);
+    match window {
+        // The window is already cut at the cursor; only its order is wanted again.
+        Some(_) => push_order(&mut q, at.backward()),
+        None => at.push_cursor_and_order(&mut q),
+    }
+    q.push(" LIMIT ").push_bind(limit + 1);
     // Unprepared: planned with this call's values. A generic plan (PostgreSQL's choice after
     // five calls of one statement) cannot tell a rare error text from a common one, and took
     // the trigram index for both: 956 ms instead of a few at 10 M rows.
     let mut items: Vec<DeadLetterSummary> = q.build_query_as().persistent(false).fetch_all(db).await?;
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
-    let next = if more { items.last().map(|r| Cursor { ingested_at: r.ingested_at, id: r.id }) } else { None };
+    let backward = at.backward();
+    if backward {
+        items.reverse();
+    }
+    let (first, last) = (items.first().map(cursor_of), items.last().map(cursor_of));
+    // Another page beyond this one, in the direction this one was read.
+    let mut beyond = if more { if backward { first } else { last } } else { None };
+    let mut searched_partly = false;
     if let (false, Some(others)) = (more, window) {
-        // The page is not full: if the search stopped at its row limit, go on after the last
+        // The page is not full: if the search stopped at its row limit, go on from the last
         // row it read; otherwise it read everything there is.
-        if let Some(edge) = window_edge(db, &others, cursor).await? {
-            return Ok(Page { items, next: Some(edge), searched_partly: true });
+        if let Some(edge) = window_edge(db, &others, at).await? {
+            (beyond, searched_partly) = (Some(edge), true);
         }
     }
-    Ok(Page { items, next, searched_partly: false })
+    let (next, prev) = match at {
+        At::Newest => (beyond, None),
+        At::After(_) => (beyond, first),
+        At::Before(_) => (last, beyond),
+    };
+    Ok(Page { items, next, prev, searched_partly })
 }
 
-fn push_after(q: &mut QueryBuilder<Postgres>, cursor: Option<Cursor>) {
-    if let Some(c) = cursor {
-        q.push(" AND (ingested_at, id) < (").push_bind(c.ingested_at).push(", ").push_bind(c.id).push(")");
-    }
-}
-
-/// ` AND …` for `f` and the cursor, newest first, at most `rows` rows.
-fn push_window(q: &mut QueryBuilder<Postgres>, f: &ListFilter, cursor: Option<Cursor>, rows: i64) {
+/// ` AND …` for `f` and the cursor, nearest the cursor first, at most `rows` rows.
+fn push_window(q: &mut QueryBuilder<Postgres>, f: &ListFilter, at: At, rows: i64) {
     push_conditions(q, f);
-    push_after(q, cursor);
-    q.push(" ORDER BY ingested_at DESC, id DESC LIMIT ").push_bind(rows);
+    at.push_cursor_and_order(q);
+    q.push(" LIMIT ").push_bind(rows);
 }
 
 /// The last row a body search read, when it read its full [`BODY_SEARCH_ROWS`] (an
 /// index walk, no bodies read).
-async fn window_edge(db: &PgPool, others: &ListFilter, cursor: Option<Cursor>) -> Result<Option<Cursor>, StoreError> {
+async fn window_edge(db: &PgPool, others: &ListFilter, at: At) -> Result<Option<Cursor>, StoreError> {
     // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
     let mut q = QueryBuilder::<Postgres>::new("SELECT ingested_at, id FROM dead_letters WHERE true");
     push_conditions(&mut q, others);
-    push_after(&mut q, cursor);
-    q.push(" ORDER BY ingested_at DESC, id DESC OFFSET ").push_bind(BODY_SEARCH_ROWS - 1).push(" LIMIT 1");
+    at.push_cursor_and_order(&mut q);
+    q.push(" OFFSET ").push_bind(BODY_SEARCH_ROWS - 1).push(" LIMIT 1");
     let edge: Option<(DateTime<Utc>, i64)> = q.build_query_as().persistent(false).fetch_optional(db).await?;
     Ok(edge.map(|(ingested_at, id)| Cursor { ingested_at, id }))
 }
@@ -220,7 +272,7 @@ pub async fn count(db: impl PgExecutor<'_>, f: &ListFilter, cap: i64) -> Result<
         let mut q = QueryBuilder::<Postgres>::new("SELECT count(*) FILTER (WHERE position(");
         q.push_bind(bytes.clone())
             .push("::bytea in body) > 0), count(*) FROM (SELECT body FROM dead_letters WHERE true");
-        push_window(&mut q, &others, None, BODY_SEARCH_ROWS);
+        push_window(&mut q, &others, At::Newest, BODY_SEARCH_ROWS);
         q.push(") w");
         let (n, read): (i64, i64) = q.build_query_as().persistent(false).fetch_one(db).await?;
         return Ok((n.min(cap), n > cap || read >= BODY_SEARCH_ROWS));

@@ -20,6 +20,7 @@ mod ingest_batch;
 mod ingest_corpus;
 mod ingest_watch;
 mod list_body_search;
+mod previous_page;
 mod relay;
 mod relay_mapped;
 mod replay;

@@ -6,7 +6,7 @@ use engine::sources::{
     self, Source,
     actions::{self, Action, ActionError, Actor},
     mapping::Cols,
-    query::{self, Bucket, Filter},
+    query::{self, At, Bucket, Filter},
 };
 use sqlx::PgPool;
 
@@ -77,6 +77,32 @@ async fn keyset_pages_walk_every_pending_row_once_oldest_first() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted, seen, "pages are oldest first with no duplicates");
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn next_then_previous_gives_back_the_same_outbox_rows_in_either_order() {
+    let db = engine::testing::fresh_db().await;
+    seed(&db.pool, 120, "order.created", "pending", 30).await;
+    seed(&db.pool, 120, "order.created", "published", 30).await;
+    let src = native(&db.pool);
+    // Pending rows are listed oldest first, published ones newest first.
+    for bucket in [Bucket::Pending, Bucket::Published] {
+        let f = Filter { bucket, ..Default::default() };
+        let ids = |p: &query::Page| p.rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        let first = query::page(&src, &f, At::Start, 50).await.unwrap();
+        assert!(first.prev.is_none());
+        let second = query::page(&src, &f, At::After(first.next.as_deref().unwrap()), 50).await.unwrap();
+        let third = query::page(&src, &f, At::After(second.next.as_deref().unwrap()), 50).await.unwrap();
+        assert_eq!((third.rows.len(), third.next.as_deref()), (20, None), "{bucket:?}");
+
+        let back = query::page(&src, &f, At::Before(third.prev.as_deref().unwrap()), 50).await.unwrap();
+        assert_eq!(ids(&back), ids(&second), "{bucket:?}: the same rows in the same order");
+        assert_eq!(back.next, second.next);
+        let back = query::page(&src, &f, At::Before(back.prev.as_deref().unwrap()), 50).await.unwrap();
+        assert_eq!(ids(&back), ids(&first), "{bucket:?}");
+        assert!(back.prev.is_none(), "{bucket:?}: it knows it is the first page");
+    }
     db.drop_db().await;
 }
 

@@ -80,10 +80,10 @@ pub struct RuleRowView {
     pub warn: f64,
     pub crit: f64,
     pub recover: f64,
-    pub since: String,
+    pub since: chrono::DateTime<chrono::Utc>,
     pub since_secs: i64,
     /// Only while the silence lasts.
-    pub silenced_until: Option<String>,
+    pub silenced_until: Option<chrono::DateTime<chrono::Utc>>,
     /// The console page that shows the cause.
     pub link: String,
     pub webhook_host: Option<String>,
@@ -96,10 +96,10 @@ pub struct RuleDetailView {
     pub window_mins: Option<i32>,
     pub webhook_format: String,
     pub silence_reason: Option<String>,
-    pub last_eval_at: Option<String>,
+    pub last_eval_at: Option<chrono::DateTime<chrono::Utc>>,
     pub created_by: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
     /// The stored rule as the edit form shows it; `webhook_url` is empty unless the caller is an admin.
     pub form: RuleForm,
 }
@@ -107,7 +107,7 @@ pub struct RuleDetailView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventView {
     pub id: i64,
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     pub from_state: AlertState,
     pub to_state: AlertState,
     pub severity: Option<Severity>,
@@ -130,11 +130,11 @@ pub struct DeliveryView {
     pub event_id: i64,
     pub to_state: AlertState,
     pub attempt: i32,
-    pub at: Option<String>,
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
     pub status_code: Option<i32>,
     pub error: Option<String>,
     pub delivered: bool,
-    pub next_attempt_at: String,
+    pub next_attempt_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[cfg(feature = "ssr")]
@@ -183,10 +183,10 @@ pub async fn alerts_get(id: i64) -> Result<RuleDetailView, AppError> {
         window_mins: rule.window_mins,
         webhook_format: rule.webhook_format.as_str().into(),
         silence_reason: rule.silence_reason.clone().filter(|_| r.silenced),
-        last_eval_at: r.last_eval_at.map(crate::format::time),
+        last_eval_at: r.last_eval_at,
         created_by: rule.created_by.clone(),
-        created_at: crate::format::time(rule.created_at),
-        updated_at: crate::format::time(rule.updated_at),
+        created_at: rule.created_at,
+        updated_at: rule.updated_at,
         form,
         row: server::row(r, chrono::Utc::now()),
     })
@@ -320,7 +320,7 @@ pub async fn alerts_history(id: i64, before: Option<i64>) -> Result<HistoryPage,
         .into_iter()
         .map(|e| EventView {
             id: e.id,
-            at: crate::format::time(e.at),
+            at: e.at,
             from_state: e.from_state,
             to_state: e.to_state,
             severity: e.severity,
@@ -348,11 +348,11 @@ pub async fn alerts_deliveries(id: i64) -> Result<Vec<DeliveryView>, AppError> {
             event_id: d.event_id,
             to_state: d.to_state,
             attempt: d.attempt,
-            at: d.at.map(crate::format::time),
+            at: d.at,
             status_code: d.status_code.filter(|_| detail),
             error: d.error.filter(|_| detail),
             delivered: d.delivered,
-            next_attempt_at: crate::format::time(d.next_attempt_at),
+            next_attempt_at: d.next_attempt_at,
         })
         .collect())
 }

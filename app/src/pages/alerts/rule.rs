@@ -13,7 +13,7 @@ use crate::auth::whoami;
 use crate::error::AppError;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 
 fn parse_id(id: &str) -> Result<i64, AppError> {
     id.parse::<i64>().map_err(|_| AppError::NotFound(format!("no alert rule {id}")))
@@ -91,6 +91,11 @@ pub fn AlertRulePage() -> impl IntoView {
 fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSignal<Option<String>>) -> impl IntoView {
     let r = d.row.clone();
     let kv = |k: &'static str, v: String| view! { <tr><th class="w-40">{k}</th><td class="break-all">{v}</td></tr> };
+    let when = |k: &'static str, at: Option<chrono::DateTime<chrono::Utc>>, then: String| {
+        view! {
+            <tr><th class="w-40">{k}</th><td>{at.map(|at| view! { <Time at /> })}{then}</td></tr>
+        }
+    };
     let window = d.window_mins.map(|w| format!("{w} min")).unwrap_or_else(|| "—".into());
     view! {
         <div class="flex flex-wrap items-center gap-2 mt-2 mb-3">
@@ -98,7 +103,7 @@ fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSig
             <Pill text=r.state />
             {r.severity.map(|s| view! { <Pill text=s /> })}
             {(!r.enabled).then(|| view! { <Pill text="disabled" /> })}
-            {r.silenced_until.clone().map(|u| view! { <span class="pill bg-slate-200 dark:bg-slate-800">"silenced until "{u}</span> })}
+            {r.silenced_until.map(|at| view! { <span class="pill bg-slate-200 dark:bg-slate-800">"silenced until "<Time at /></span> })}
         </div>
         <div class="grid lg:grid-cols-2 gap-4 mb-4">
             <div class="card">
@@ -108,8 +113,8 @@ fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSig
                         <span class="muted">" ("{r.kind.label()}")"</span>
                     </td></tr>
                     {kv("Thresholds", thresholds(&r))}
-                    {kv("State since", format!("{} ({} ago)", r.since, format::age_secs(r.since_secs)))}
-                    {kv("Last evaluated", d.last_eval_at.clone().unwrap_or_else(|| "never".into()))}
+                    {when("State since", Some(r.since), format!(" ({} ago)", format::age_secs(r.since_secs)))}
+                    {when("Last evaluated", d.last_eval_at, if d.last_eval_at.is_none() { "never".into() } else { String::new() })}
                     {kv("Kind", r.kind.as_str().to_string())}
                     <tr><th class="w-40">"Target"</th><td class="font-mono text-xs">
                         <a class="underline" href=r.link.clone()>{r.target.clone().unwrap_or_else(|| "any queue".into())}</a>
@@ -118,8 +123,8 @@ fn Summary(d: RuleDetailView, admin: bool, changed: RwSignal<u32>, notice: RwSig
                     {kv("Window", window)}
                     {kv("Webhook", format!("{} ({})", r.webhook_host.clone().unwrap_or_else(|| "none".into()), d.webhook_format))}
                     {kv("Silence reason", d.silence_reason.clone().unwrap_or_else(|| "—".into()))}
-                    {kv("Created", format!("{} by {}", d.created_at, d.created_by))}
-                    {kv("Updated", d.updated_at.clone())}
+                    {when("Created", Some(d.created_at), format!(" by {}", d.created_by))}
+                    {when("Updated", Some(d.updated_at), String::new())}
                 </tbody></table>
             </div>
             {admin.then(|| view! {
@@ -147,7 +152,7 @@ fn History(page: HistoryPage, id: String, paged: bool) -> impl IntoView {
                 <tbody>
                     {page.events.into_iter().map(|e| view! {
                         <tr>
-                            <td class="text-xs whitespace-nowrap">{e.at}</td>
+                            <td class="text-xs whitespace-nowrap"><Time at=e.at /></td>
                             <td class="whitespace-nowrap"><Pill text=e.from_state />" → "<Pill text=e.to_state /></td>
                             <td>{e.severity.map(|s| view! { <Pill text=s /> })}</td>
                             <td class="text-right tabular-nums">{num(e.value)}</td>
@@ -187,16 +192,16 @@ fn Deliveries(rows: Vec<DeliveryView>) -> impl IntoView {
                             (false, true) => "failed",
                         };
                         // Only a waiting attempt has a meaningful due time; a made one queued its successor.
-                        let next = d.at.is_none().then(|| d.next_attempt_at.clone());
+                        let next = d.at.is_none().then_some(d.next_attempt_at);
                         view! {
                             <tr>
-                                <td class="text-xs whitespace-nowrap">{d.at.unwrap_or_else(|| "—".into())}</td>
+                                <td class="text-xs whitespace-nowrap">{match d.at { Some(at) => view! { <Time at /> }.into_any(), None => "—".into_any() }}</td>
                                 <td><Pill text=d.to_state /></td>
                                 <td class="text-right tabular-nums">{d.attempt}</td>
                                 <td><Pill text=outcome /></td>
                                 <td class="text-right tabular-nums">{d.status_code.map(|c| c.to_string()).unwrap_or_else(|| "—".into())}</td>
                                 <td class="text-xs text-red-700 dark:text-red-300 max-w-md break-words">{d.error.map(|e| format::clip(&e, 200))}</td>
-                                <td class="text-xs whitespace-nowrap">{next}</td>
+                                <td class="text-xs whitespace-nowrap">{next.map(|at| view! { <Time at /> })}</td>
                             </tr>
                         }
                     }).collect_view()}

@@ -8,7 +8,7 @@ use crate::error::AppError;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditView {
     pub id: i64,
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     pub actor: String,
     pub actor_role: String,
     pub source_ip: String,
@@ -24,6 +24,9 @@ pub struct AuditView {
 pub struct AuditPage {
     pub rows: Vec<AuditView>,
     pub next_before: Option<i64>,
+    /// The `after` cursor of the page before this one (newer entries); None on the first page.
+    #[serde(default)]
+    pub prev_after: Option<i64>,
 }
 
 #[server(prefix = "/api", endpoint = "audit/list")]
@@ -32,21 +35,33 @@ pub async fn audit_list(
     action: Option<String>,
     text: Option<String>,
     before: Option<i64>,
+    after: Option<i64>,
 ) -> Result<AuditPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
     let clean = |s: Option<String>| s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-    let filter =
-        engine::audit::AuditFilter { actor: clean(actor), action: clean(action), text: clean(text), before_id: before };
+    let after = after.filter(|_| before.is_none());
+    let filter = engine::audit::AuditFilter {
+        actor: clean(actor),
+        action: clean(action),
+        text: clean(text),
+        before_id: before,
+        after_id: after,
+    };
     let (rows, more) = engine::audit::list(&state.pool, &filter, 50).await?;
-    let next_before = if more { rows.last().map(|r| r.id) } else { None };
+    let (first, last) = (rows.first().map(|r| r.id), rows.last().map(|r| r.id));
+    // `more` is about the side the page was read towards: newer ones for an `after` page.
+    let (next_before, prev_after) = match after {
+        Some(_) => (last, first.filter(|_| more)),
+        None => (last.filter(|_| more), first.filter(|_| before.is_some())),
+    };
     let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
     Ok(AuditPage {
         rows: rows
             .into_iter()
             .map(|r| AuditView {
                 id: r.id,
-                at: r.at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                at: r.at,
                 actor: r.actor,
                 actor_role: r.actor_role,
                 source_ip: r.source_ip.unwrap_or_default(),
@@ -59,5 +74,6 @@ pub async fn audit_list(
             })
             .collect(),
         next_before,
+        prev_after,
     })
 }

@@ -62,6 +62,8 @@ pub struct DlRow {
 pub struct DlPage {
     pub rows: Vec<DlRow>,
     pub next: Option<String>,
+    /// The `before` cursor of the page before this one; None on the first page.
+    pub prev: Option<String>,
     pub count: String,
     /// How far a body search reached, when the filter has one (it reads a bounded number of
     /// messages per page).
@@ -75,7 +77,7 @@ pub struct GroupView {
     pub reason: String,
     pub error_type: Option<String>,
     pub error_sample: Option<String>,
-    pub first_seen: String,
+    pub first_seen: chrono::DateTime<chrono::Utc>,
     pub last_seen_secs: i64,
     pub count: i64,
     pub awaiting: i64,
@@ -95,7 +97,7 @@ pub struct DeathRow {
     pub queue: String,
     pub exchange: String,
     pub routing_keys: String,
-    pub time: Option<String>,
+    pub time: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The outbox row a dead letter was published from.
@@ -104,10 +106,10 @@ pub struct OutboxOrigin {
     pub source: String,
     pub row_id: String,
     pub event_type: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub attempts: i32,
     pub status: String,
-    pub published_at: Option<String>,
+    pub published_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -120,6 +122,9 @@ pub struct DeadLetterView {
     pub status: DeadLetterStatus,
     pub archived_reason: Option<String>,
     pub properties: Vec<(String, String)>,
+    /// The properties that are times (AMQP timestamp, first death, ingested), shown after them.
+    #[serde(default)]
+    pub times: Vec<(String, chrono::DateTime<chrono::Utc>)>,
     pub headers: Vec<HeaderRow>,
     pub deaths: Vec<DeathRow>,
     pub body: BodyView,
@@ -165,7 +170,7 @@ pub struct HeaderChangeView {
 pub struct EditView {
     pub id: i64,
     pub edited_by: String,
-    pub edited_at: String,
+    pub edited_at: chrono::DateTime<chrono::Utc>,
     pub note: Option<String>,
     pub body_summary: String,
     pub body_lines: Vec<DiffLineView>,
@@ -248,10 +253,15 @@ pub async fn dl_watch(queue: String, start: bool) -> Result<String, AppError> {
     })
 }
 
+/// A page of the list: the first, the one `after` a cursor (older), or the one `before` it.
 #[server(prefix = "/api", endpoint = "dead-letters/list")]
-pub async fn dl_list(#[server(default)] q: DlQuery, after: Option<String>) -> Result<DlPage, AppError> {
+pub async fn dl_list(
+    #[server(default)] q: DlQuery,
+    after: Option<String>,
+    before: Option<String>,
+) -> Result<DlPage, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
-    server::list(&q, after.as_deref()).await
+    server::list(&q, after.as_deref(), before.as_deref()).await
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/groups")]
@@ -274,7 +284,7 @@ pub async fn dl_group(id: i64) -> Result<GroupPageView, AppError> {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GroupPageView {
     pub group: GroupView,
-    pub last_seen: String,
+    pub last_seen: chrono::DateTime<chrono::Utc>,
     pub dlqs: Vec<String>,
     pub samples: Vec<(i64, BodyView)>,
     /// This group's dead letters stored per minute over the last hour, oldest first.

@@ -13,7 +13,7 @@ use crate::pages::replays::{
     api::{SelectionInput, dl_story},
     panel::ReplayPanel,
 };
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 
 #[component]
 pub fn DeadLetterPage() -> impl IntoView {
@@ -38,9 +38,9 @@ pub fn DeadLetterPage() -> impl IntoView {
                                 <a class="underline font-mono text-xs" href=types::routes::outbox_row(&o.source, &o.row_id)>
                                     {format!("{} row {}", o.source, o.row_id)}
                                 </a>
-                                {format!(" · {} · created {} · {} attempt(s) · ", o.event_type, o.created_at, o.attempts)}
+                                {format!(" · {} · created ", o.event_type)}<Time at=o.created_at />{format!(" · {} attempt(s) · ", o.attempts)}
                                 <Pill text=o.status.clone() />
-                                {o.published_at.map(|p| format!(" published {p}"))}
+                                {o.published_at.map(|at| view! { " published "<Time at /> })}
                             </div>
                         })}
                         <div class="flex items-center gap-3 mb-3 text-sm">
@@ -57,6 +57,9 @@ pub fn DeadLetterPage() -> impl IntoView {
                                     <table class="tbl" data-testid="properties"><tbody>
                                         {d.properties.iter().map(|(k, v)| view! {
                                             <tr><th class="w-44">{k.clone()}</th><td class="font-mono text-xs break-all">{v.clone()}</td></tr>
+                                        }).collect_view()}
+                                        {d.times.iter().map(|(k, at)| view! {
+                                            <tr><th class="w-44">{k.clone()}</th><td class="font-mono text-xs"><Time at=*at /></td></tr>
                                         }).collect_view()}
                                     </tbody></table>
                                 </div>
@@ -78,7 +81,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                             {d.deaths.iter().map(|x| view! {
                                                 <tr><td>{x.count}</td><td>{x.reason.clone()}</td><td class="font-mono text-xs">{x.queue.clone()}</td>
                                                 <td class="font-mono text-xs">{x.exchange.clone()}</td><td class="font-mono text-xs">{x.routing_keys.clone()}</td>
-                                                <td class="text-xs">{x.time.clone()}</td></tr>
+                                                <td class="text-xs">{x.time.map(|at| view! { <Time at /> })}</td></tr>
                                             }).collect_view()}
                                         </tbody>
                                     </table>

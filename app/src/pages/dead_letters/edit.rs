@@ -7,6 +7,7 @@ use leptos::prelude::*;
 use super::api::{DlEdit, EditView, EditsView, dl_edits};
 use crate::auth::whoami;
 use crate::layout::ErrorBox;
+use crate::widgets::Time;
 
 #[component]
 pub fn EditPanel(id: i64) -> impl IntoView {
@@ -102,14 +103,15 @@ fn EditCard(v: EditsView, can: bool, id: i64, saved: RwSignal<u32>) -> impl Into
 /// the headers added, removed or changed. Every string is rendered as text.
 #[component]
 fn EditDiff(e: EditView) -> impl IntoView {
-    let who = format!("Edit #{} by {} at {}", e.id, e.edited_by, e.edited_at);
+    let who = format!("Edit #{} by {} at ", e.id, e.edited_by);
+    let at = e.edited_at;
     let lines = e.body_lines;
     let has_lines = !lines.is_empty();
     let header_rows = e.headers;
     let no_header_change = header_rows.is_empty();
     view! {
         <div class="flex flex-col gap-1 border-t border-slate-200 dark:border-slate-800 pt-2" data-testid="edit-diff">
-            <p>{who}{e.note.map(|n| view! { <span class="muted">" — "{n}</span> })}</p>
+            <p>{who}<Time at />{e.note.map(|n| view! { <span class="muted">" — "{n}</span> })}</p>
             <p class="muted" data-testid="body-summary">{e.body_summary}</p>
             {has_lines.then(|| view! {
                 <div class="font-mono text-xs whitespace-pre-wrap break-all border border-slate-200 dark:border-slate-800 rounded max-h-96 overflow-auto" data-testid="body-diff">

@@ -10,7 +10,7 @@ use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 
 #[component]
 pub fn GroupsPage() -> impl IntoView {
@@ -42,7 +42,7 @@ pub fn GroupsPage() -> impl IntoView {
                                     <thead><tr><th>"Group"</th><th>"Queue"</th><th>"Reason"</th><th>"Error"</th><th>"Awaiting"</th><th>"Total"</th><th>"Last seen"</th><th>"First seen"</th></tr></thead>
                                     <tbody>
                                         {list.into_iter().map(|g| view! {
-                                            <tr>
+                                            <tr data-row="failure-group" tabindex="-1">
                                                 <td><a class="underline" data-testid="group-link" href=types::routes::failure_group(g.id)>{format!("#{}", g.id)}</a></td>
                                                 <td class="font-mono text-xs">{g.original_queue.unwrap_or_else(|| "—".into())}</td>
                                                 <td><Pill text=g.reason /></td>
@@ -55,7 +55,7 @@ pub fn GroupsPage() -> impl IntoView {
                                                 </td>
                                                 <td class="text-right tabular-nums">{g.count}</td>
                                                 <td class="whitespace-nowrap">{format::age_secs(g.last_seen_secs)}" ago"</td>
-                                                <td class="whitespace-nowrap text-xs muted">{g.first_seen}</td>
+                                                <td class="whitespace-nowrap text-xs muted"><Time at=g.first_seen /></td>
                                             </tr>
                                         }).collect_view()}
                                     </tbody>
@@ -112,14 +112,14 @@ pub fn GroupPage() -> impl IntoView {
                                     <tr><th>"Error"</th><td class="text-xs break-words"><b>{g.error_type.clone().unwrap_or_else(|| "no error header".into())}</b>
                                         <div class="muted">{g.error_sample.clone()}</div></td></tr>
                                     <tr><th>"Messages"</th><td class="tabular-nums" data-testid="group-counts">{format!("{} awaiting triage of {} ever grouped here", g.awaiting, g.count)}</td></tr>
-                                    <tr><th>"First seen"</th><td class="text-xs">{g.first_seen.clone()}</td></tr>
-                                    <tr><th>"Last seen"</th><td class="text-xs">{format!("{} ({} ago)", p.last_seen, format::age_secs(g.last_seen_secs))}</td></tr>
+                                    <tr><th>"First seen"</th><td class="text-xs"><Time at=g.first_seen /></td></tr>
+                                    <tr><th>"Last seen"</th><td class="text-xs"><Time at=p.last_seen />{format!(" ({} ago)", format::age_secs(g.last_seen_secs))}</td></tr>
                                 </tbody></table>
                                 <div class="px-2 pb-2"><super::inflow_chart::InflowChart per_minute=p.inflow.clone() /></div>
                             </div>
                             <super::breakdown::BreakdownCard b=p.breakdown.clone() no_error=g.error_type.is_none() />
                             {(can_operate && g.awaiting > 0).then(|| view! {
-                                <div class="mb-3" data-testid="group-replay">
+                                <div class="mb-3" data-testid="group-replay" data-shortcut="replay">
                                     <ReplayPanel selection label=label origin=origin.clone().unwrap_or_default() preview_on_open=true />
                                 </div>
                             })}

@@ -42,7 +42,7 @@ pub struct RowView {
     pub exchange: String,
     pub routing_key: String,
     pub age_secs: i64,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub status: String,
     pub attempts: i32,
     pub last_error: Option<String>,
@@ -55,6 +55,8 @@ pub struct OutboxPage {
     pub bucket: Bucket,
     pub rows: Vec<RowView>,
     pub next: Option<String>,
+    /// The `before` cursor of the page before this one; None on the first page.
+    pub prev: Option<String>,
     pub count: String,
     /// Archive applies: Revenant's schema, or a mapped table Revenant relays.
     pub can_archive: bool,
@@ -66,8 +68,8 @@ pub struct OutboxPage {
 pub struct DetailView {
     pub source: String,
     pub row: RowView,
-    pub published_at: Option<String>,
-    pub next_attempt_at: Option<String>,
+    pub published_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
     pub content_type: Option<String>,
     pub headers: Option<String>,
     pub archived_reason: Option<String>,
@@ -122,18 +124,30 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
     Ok(out)
 }
 
+/// A page of the list: the first, the one `after` a cursor, or the one `before` it.
 #[server(prefix = "/api", endpoint = "outbox/list")]
-pub async fn outbox_list(#[server(default)] q: OutboxQuery, after: Option<String>) -> Result<OutboxPage, AppError> {
+pub async fn outbox_list(
+    #[server(default)] q: OutboxQuery,
+    after: Option<String>,
+    before: Option<String>,
+) -> Result<OutboxPage, AppError> {
+    use engine::sources::query::{self, At};
     crate::guard::require(engine::auth::Role::Viewer)?;
     let src = server::source(q.source.as_deref())?;
     let f = server::filter(&q)?;
-    let (rows, next) = engine::sources::query::list(&src, &f, after.as_deref(), 50).await?;
+    let at = match (before.as_deref(), after.as_deref()) {
+        (Some(b), _) => At::Before(b),
+        (None, Some(a)) => At::After(a),
+        (None, None) => At::Start,
+    };
+    let query::Page { rows, next, prev } = query::page(&src, &f, at, 50).await?;
     let count = engine::sources::query::count(&src, &f).await?;
     Ok(OutboxPage {
         source: src.name.clone(),
         bucket: f.bucket,
         rows: rows.into_iter().map(server::row_view).collect(),
         next,
+        prev,
         count: crate::format::count(count.n, count.capped),
         can_archive: src.cols.relayed,
         scan_warning: engine::sources::query::pending_scan_warning(&src).await?,
@@ -161,8 +175,8 @@ pub async fn outbox_detail(source: String, id: String, full: bool) -> Result<Det
     let max = if full { usize::MAX } else { 64 * 1024 };
     Ok(DetailView {
         source: src.name.clone(),
-        published_at: d.summary.published_at.map(crate::format::time),
-        next_attempt_at: d.next_attempt_at.map(crate::format::time),
+        published_at: d.summary.published_at,
+        next_attempt_at: d.next_attempt_at,
         content_type: d.content_type,
         headers: d.headers.map(|h| serde_json::to_string_pretty(&h).unwrap_or_default()),
         archived_reason: d.archived_reason,

@@ -7,7 +7,7 @@ use super::api::{OutboxAct, outbox_detail};
 use crate::auth::whoami;
 use crate::body_view::Body;
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 
 #[component]
 pub fn OutboxRowPage() -> impl IntoView {
@@ -34,6 +34,12 @@ pub fn OutboxRowPage() -> impl IntoView {
                         let kv = |k: &'static str, v: Option<String>| view! {
                             <tr><th class="w-40">{k}</th><td class="font-mono text-xs break-all">{v.unwrap_or_else(|| "—".into())}</td></tr>
                         };
+                        let when = |k: &'static str, t: Option<chrono::DateTime<chrono::Utc>>, ago: Option<String>| view! {
+                            <tr><th class="w-40">{k}</th><td class="font-mono text-xs">
+                                {match t { Some(at) => view! { <Time at /> }.into_any(), None => "—".into_any() }}
+                                {ago.map(|a| format!(" ({a} ago)"))}
+                            </td></tr>
+                        };
                         view! {
                             <a class="text-sm underline" href=back>"← back to "{d.source.clone()}</a>
                             {matches!(d.row.status.as_str(), "pending" | "failed").then(|| view! {
@@ -53,10 +59,10 @@ pub fn OutboxRowPage() -> impl IntoView {
                                             {kv("Type", Some(d.row.event_type.clone()))}
                                             {kv("Exchange", Some(d.row.exchange.clone()))}
                                             {kv("Routing key", Some(d.row.routing_key.clone()))}
-                                            {kv("Created", Some(format!("{} ({} ago)", d.row.created_at, crate::format::age_secs(d.row.age_secs))))}
-                                            {kv("Published", d.published_at.clone())}
+                                            {when("Created", Some(d.row.created_at), Some(crate::format::age_secs(d.row.age_secs)))}
+                                            {when("Published", d.published_at, None)}
                                             {kv("Attempts", Some(d.row.attempts.to_string()))}
-                                            {kv("Next attempt", d.next_attempt_at.clone())}
+                                            {when("Next attempt", d.next_attempt_at, None)}
                                             {kv("Last error", d.row.last_error.clone())}
                                             {kv("Archived because", d.archived_reason.clone())}
                                             {kv("Leased by", d.lease_owner.clone())}

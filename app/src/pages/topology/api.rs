@@ -48,7 +48,7 @@ pub struct NodeView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TopologyView {
     pub vhost: String,
-    pub taken_at: String,
+    pub taken_at: chrono::DateTime<chrono::Utc>,
     pub reachable: bool,
     /// True when no management URL is configured (rather than configured but not answering).
     pub management_off: bool,
@@ -71,7 +71,7 @@ pub struct ContractView {
     /// `console` or `config`.
     pub origin: String,
     pub created_by: Option<String>,
-    pub updated_at: Option<String>,
+    pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
     /// A config contract that a console contract with the same pattern replaces.
     pub overridden: bool,
 }

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 
 use super::api::{ContractView, ContractsView, DeleteContract, SetContract};
 use crate::layout::ErrorBox;
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 
 const LEVELS: &[&str] = &["critical", "standard", "disposable"];
 
@@ -53,10 +53,7 @@ fn ContractRow(c: ContractView, can_operate: bool, delete: ServerAction<DeleteCo
     } else {
         "from revenant.toml".to_string()
     };
-    let by = c.created_by.map(|u| match c.updated_at {
-        Some(t) => format!("{u}, {t}"),
-        None => u,
-    });
+    let by = c.created_by.map(|u| view! { {u}{c.updated_at.map(|at| view! { ", "<Time at /> })} });
     let button = c.id.filter(|_| can_operate).map(|id| {
         view! {
             <button class="btn" on:click=move |_| { delete.dispatch(DeleteContract { id }); }>"Delete"</button>

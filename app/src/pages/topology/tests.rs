@@ -32,7 +32,7 @@ fn queue(name: &str, level: &str, verdicts: &[&str]) -> QueueView {
 fn reachable(queues: Vec<QueueView>) -> TopologyView {
     TopologyView {
         vhost: "/".into(),
-        taken_at: "now".into(),
+        taken_at: chrono::Utc::now(),
         reachable: true,
         management_off: false,
         unreachable: None,

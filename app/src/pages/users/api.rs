@@ -10,7 +10,7 @@ pub struct UserView {
     pub username: String,
     pub role: types::Role,
     pub disabled: bool,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[server(prefix = "/api", endpoint = "users/list")]
@@ -20,12 +20,7 @@ pub async fn users_list() -> Result<Vec<UserView>, AppError> {
     Ok(engine::auth::list_users(&state.pool)
         .await?
         .into_iter()
-        .map(|u| UserView {
-            username: u.username,
-            role: u.role,
-            disabled: u.disabled,
-            created_at: crate::format::time(u.created_at),
-        })
+        .map(|u| UserView { username: u.username, role: u.role, disabled: u.disabled, created_at: u.created_at })
         .collect())
 }
 

@@ -66,9 +66,9 @@ pub fn row(r: RuleWithState, now: chrono::DateTime<chrono::Utc>) -> RuleRowView 
         warn: r.rule.warn,
         crit: r.rule.crit,
         recover: r.rule.recover,
-        since: crate::format::time(r.since),
+        since: r.since,
         since_secs: (now - r.since).num_seconds(),
-        silenced_until: r.rule.silenced_until.filter(|_| r.silenced).map(crate::format::time),
+        silenced_until: r.rule.silenced_until.filter(|_| r.silenced),
         link,
         webhook_host: r.webhook_host,
     }

@@ -99,16 +99,25 @@ fn cursor(s: &str) -> Option<store::Cursor> {
     })
 }
 
-pub async fn list(q: &DlQuery, after: Option<&str>) -> Result<DlPage, AppError> {
+fn cursor_text(c: store::Cursor) -> String {
+    format!("{}~{}", c.ingested_at.timestamp_micros(), c.id)
+}
+
+pub async fn list(q: &DlQuery, after: Option<&str>, before: Option<&str>) -> Result<DlPage, AppError> {
     let state = crate::state::app_state()?;
     let f = filter(q)?;
-    let page = store::list(&state.pool, &f, after.and_then(cursor), 50).await.map_err(AppError::internal)?;
+    let at = match (before.and_then(cursor), after.and_then(cursor)) {
+        (Some(c), _) => store::At::Before(c),
+        (None, Some(c)) => store::At::After(c),
+        (None, None) => store::At::Newest,
+    };
+    let page = store::page(&state.pool, &f, at, 50).await.map_err(AppError::internal)?;
     let (n, capped) = store::count(&state.pool, &f, 10_000).await.map_err(AppError::internal)?;
     let now = Utc::now();
     let rows = store::BODY_SEARCH_ROWS;
     let search_note = f.body_contains.as_ref().map(|_| match (page.searched_partly, page.items.is_empty()) {
-        (true, true) => format!("No match in the next {rows} messages read; “Older →” searches further."),
-        (true, false) => format!("Body search read {rows} messages for this page; “Older →” searches further."),
+        (true, true) => format!("No match in the {rows} messages read; the page links search further."),
+        (true, false) => format!("Body search read {rows} messages for this page; the page links search further."),
         _ if capped => {
             format!("Body search reads {rows} messages per page, newest first; the count covers the newest {rows}.")
         }
@@ -116,7 +125,8 @@ pub async fn list(q: &DlQuery, after: Option<&str>) -> Result<DlPage, AppError> 
     });
     Ok(DlPage {
         search_note,
-        next: page.next.map(|c| format!("{}~{}", c.ingested_at.timestamp_micros(), c.id)),
+        next: page.next.map(cursor_text),
+        prev: page.prev.map(cursor_text),
         count: crate::format::count(n, capped),
         rows: page
             .items
@@ -149,7 +159,7 @@ fn group_view(g: engine::dead_letter::model::FailureGroup, now: chrono::DateTime
         reason: g.reason,
         error_type: g.error_type,
         error_sample: g.error_sample,
-        first_seen: crate::format::time(g.first_seen),
+        first_seen: g.first_seen,
         last_seen_secs: (now - g.last_seen).num_seconds(),
         count: g.count,
         awaiting: g.awaiting,
@@ -181,7 +191,7 @@ pub async fn group(id: i64) -> Result<GroupPageView, AppError> {
         .await
         .map_err(AppError::internal)?
         .ok_or_else(|| AppError::NotFound(format!("no failure group #{id}")))?;
-    let last_seen = crate::format::time(d.group.last_seen);
+    let last_seen = d.group.last_seen;
     let now = Utc::now();
     let buckets = engine::dead_letter::inflow::group_last_hour(&state.pool, id, now).await?;
     let breakdown = engine::dead_letter::breakdown::of_group(&state.pool, id).await?;
@@ -221,10 +231,10 @@ async fn outbox_origin(sources: &[engine::sources::Source], message_id: &str) ->
                     source: src.name.clone(),
                     row_id: r.id,
                     event_type: r.event_type,
-                    created_at: crate::format::time(r.created_at),
+                    created_at: r.created_at,
                     attempts: r.attempts,
                     status: r.status,
-                    published_at: r.published_at.map(crate::format::time),
+                    published_at: r.published_at,
                 });
             }
             Ok(None) => {}
@@ -271,7 +281,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
                     queue: e.queue,
                     exchange: e.exchange,
                     routing_keys: e.routing_keys.join(", "),
-                    time: e.time.map(crate::format::time),
+                    time: e.time,
                 })
                 .collect();
         }
@@ -283,7 +293,6 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         opt("correlation_id", &d.correlation_id),
         opt("content_type", &d.content_type),
         opt("content_encoding", &d.content_encoding),
-        d.amqp_timestamp.map(|t| ("timestamp".to_string(), crate::format::time(t))),
         opt("app_id", &d.app_id),
         opt("type", &d.msg_type),
         opt("user_id", &d.user_id),
@@ -298,10 +307,16 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         (!d.original_routing_keys.is_empty())
             .then(|| ("original routing keys".to_string(), d.original_routing_keys.join(", "))),
         Some(("death count".to_string(), d.death_count.to_string())),
-        d.first_death_at.map(|t| ("first death".to_string(), crate::format::time(t))),
         opt("error type", &d.error_type),
         opt("error message", &d.error_message),
-        Some(("ingested".to_string(), crate::format::time(d.ingested_at))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let times = [
+        d.amqp_timestamp.map(|t| ("timestamp".to_string(), t)),
+        d.first_death_at.map(|t| ("first death".to_string(), t)),
+        Some(("ingested".to_string(), d.ingested_at)),
     ]
     .into_iter()
     .flatten()
@@ -316,6 +331,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         status: d.status,
         archived_reason: d.archived_reason.clone(),
         properties,
+        times,
         headers: headers_rows,
         deaths,
         body: crate::body_view::BodyView::render(&d.body, if full { usize::MAX } else { 64 * 1024 }),
@@ -360,7 +376,7 @@ fn edit_view(original: &store::DeadLetter, e: edit::Edit) -> EditView {
     EditView {
         id: e.id,
         edited_by: e.edited_by,
-        edited_at: crate::format::time(e.edited_at),
+        edited_at: e.edited_at,
         note: e.note,
         body_summary: d.body.summary(),
         body_lines: match d.body {

@@ -44,7 +44,7 @@ pub fn row_view(r: query::RowSummary) -> RowView {
     let now = chrono::Utc::now();
     RowView {
         age_secs: (now - r.created_at).num_seconds(),
-        created_at: crate::format::time(r.created_at),
+        created_at: r.created_at,
         id: r.id,
         event_id: r.event_id,
         event_type: r.event_type,

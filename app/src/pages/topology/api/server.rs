@@ -36,7 +36,7 @@ pub fn report_view(r: TopologyReport, management_off: bool) -> TopologyView {
     sort_queues(&mut queues);
     TopologyView {
         vhost: r.vhost,
-        taken_at: crate::format::time(r.taken_at),
+        taken_at: r.taken_at,
         reachable: r.reachable,
         management_off,
         unreachable: r.unreachable,
@@ -72,7 +72,7 @@ pub fn contract_view(c: Contract, overridden: bool) -> ContractView {
             Origin::Config => "config".into(),
         },
         created_by: c.created_by,
-        updated_at: c.updated_at.map(crate::format::time),
+        updated_at: c.updated_at,
         overridden,
     }
 }
