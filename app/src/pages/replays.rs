@@ -7,7 +7,7 @@ pub mod plan;
 use leptos::prelude::*;
 
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 use api::{PlanView, replay_list};
 
 /// Sent / failed / cancelled / left as one bar.
@@ -59,7 +59,7 @@ pub fn ReplaysPage() -> impl IntoView {
                                                 <td><Progress p=p.clone() /></td>
                                                 <td class="text-xs">{p.target.clone()}</td>
                                                 <td class="tabular-nums">{p.rate_per_sec.map(|r| format!("{r}/s")).unwrap_or_else(|| "max".into())}</td>
-                                                <td class="text-xs">{p.start_at.clone()}</td>
+                                                <td class="text-xs"><Time at=p.start_at /></td>
                                                 <td>{p.created_by.clone()}</td>
                                             </tr>
                                         }).collect_view()}

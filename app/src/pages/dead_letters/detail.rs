@@ -110,7 +110,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                                     <ol class="p-2 text-sm flex flex-col gap-1" data-testid="story">
                                                         {events.into_iter().map(|e| view! {
                                                             <li class="flex gap-2">
-                                                                <span class="text-xs muted whitespace-nowrap">{e.at}</span>
+                                                                <span class="text-xs muted whitespace-nowrap"><Time at=e.at /></span>
                                                                 <Pill text=e.kind />
                                                                 <a class="underline font-mono text-xs" href=types::routes::dead_letter(e.dead_letter_id)>{format!("#{}", e.dead_letter_id)}</a>
                                                                 <span>{e.text}</span>

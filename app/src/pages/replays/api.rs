@@ -62,10 +62,10 @@ pub struct PreviewView {
 pub struct PlanView {
     pub id: i64,
     pub created_by: String,
-    pub created_at: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
     pub target: String,
     pub rate_per_sec: Option<f32>,
-    pub start_at: String,
+    pub start_at: chrono::DateTime<chrono::Utc>,
     pub order: Order,
     pub status: PlanStatus,
     pub paused_reason: Option<String>,
@@ -101,7 +101,7 @@ pub struct ItemView {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoryView {
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     pub dead_letter_id: i64,
     pub kind: String,
     pub text: String,

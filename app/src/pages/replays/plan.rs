@@ -7,7 +7,7 @@ use super::Progress;
 use super::api::{ItemStatus, Order, PlanPage, PlanStatus, ReplayControl, replay_get};
 use crate::auth::whoami;
 use crate::layout::{ErrorBox, PageTitle};
-use crate::widgets::Pill;
+use crate::widgets::{Pill, Time};
 
 #[component]
 pub fn PlanPage() -> impl IntoView {
@@ -60,7 +60,7 @@ pub fn PlanPage() -> impl IntoView {
                                 <div><Progress p=p.clone() /></div>
                                 <div class="text-sm">
                                     <div>{p.target.clone()}</div>
-                                    <div class="muted text-xs">{format!("by {} · created {} · starts {} · {}{}", p.created_by, p.created_at, p.start_at,
+                                    <div class="muted text-xs">{format!("by {} · created ", p.created_by)}<Time at=p.created_at />" · starts "<Time at=p.start_at />{format!(" · {}{}",
                                         p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
                                         if p.order == Order::None { String::new() } else { format!(" · {}", p.order.describe()) })}</div>
                                     {p.paused_reason.clone().map(|r| view! { <div class="text-amber-700 dark:text-amber-400 text-xs">{r}</div> })}

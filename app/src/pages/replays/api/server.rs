@@ -69,10 +69,10 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
         order: p.order(),
         id: p.id,
         created_by: p.created_by,
-        created_at: crate::format::time(p.created_at),
+        created_at: p.created_at,
         target,
         rate_per_sec: p.rate_per_sec,
-        start_at: crate::format::time(p.start_at),
+        start_at: p.start_at,
         status: p.status,
         paused_reason: p.paused_reason,
         total: p.total,
@@ -245,10 +245,7 @@ pub async fn story(id: i64) -> Result<Vec<StoryView>, AppError> {
         .map(|e| {
             let note = e.note.map(|n| format!(": {n}")).unwrap_or_default();
             let text = format!("edit #{} by {}{note}", e.id, e.edited_by);
-            (
-                e.edited_at,
-                StoryView { at: crate::format::time(e.edited_at), dead_letter_id: id, kind: "edited".into(), text },
-            )
+            (e.edited_at, StoryView { at: e.edited_at, dead_letter_id: id, kind: "edited".into(), text })
         })
         .collect();
     out.extend(events.into_iter().map(|e| {
@@ -282,7 +279,7 @@ pub async fn story(id: i64) -> Result<Vec<StoryView>, AppError> {
                 ("cancelled", format!("plan #{plan_id} by {by} cancelled before sending"))
             }
         };
-        (e.at, StoryView { at: crate::format::time(e.at), dead_letter_id: e.dead_letter_id, kind: kind.into(), text })
+        (e.at, StoryView { at: e.at, dead_letter_id: e.dead_letter_id, kind: kind.into(), text })
     }));
     out.sort_by_key(|(at, _)| *at);
     Ok(out.into_iter().map(|(_, v)| v).collect())
