@@ -10,7 +10,7 @@ use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
-use crate::widgets::{Pill, Time};
+use crate::widgets::{BrokerLink, Pill, Time};
 
 #[component]
 pub fn GroupsPage() -> impl IntoView {
@@ -87,6 +87,8 @@ pub fn GroupPage() -> impl IntoView {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(p) => {
                         let g = p.group.clone();
+                        let ui = p.broker.clone();
+                        let link = move |q: &str| ui.as_ref().map(|b| b.queue(q));
                         let gid = g.id;
                         let origin = g.original_queue.clone();
                         let label = match &origin {
@@ -106,8 +108,13 @@ pub fn GroupPage() -> impl IntoView {
                             <div class="card mb-3">
                                 <table class="tbl" data-testid="group-summary"><tbody>
                                     <tr><th class="w-44">"Group"</th><td class="font-mono text-xs">{format!("#{gid}")}</td></tr>
-                                    <tr><th>"Origin queue"</th><td class="font-mono text-xs">{origin.clone().unwrap_or_else(|| "unknown (no x-death, no failure headers)".into())}</td></tr>
-                                    <tr><th>"Read from"</th><td class="font-mono text-xs">{p.dlqs.join(", ")}</td></tr>
+                                    <tr><th>"Origin queue"</th><td class="font-mono text-xs" data-testid="group-origin">
+                                        {origin.clone().unwrap_or_else(|| "unknown (no x-death, no failure headers)".into())}
+                                        " "<BrokerLink href=origin.as_deref().and_then(&link) />
+                                    </td></tr>
+                                    <tr><th>"Read from"</th><td class="font-mono text-xs" data-testid="group-dlqs">
+                                        {p.dlqs.iter().map(|q| view! { <span class="mr-3">{q.clone()}" "<BrokerLink href=link(q.as_str()) /></span> }).collect_view()}
+                                    </td></tr>
                                     <tr><th>"Reason"</th><td><Pill text=g.reason.clone() /></td></tr>
                                     <tr><th>"Error"</th><td class="text-xs break-words"><b>{g.error_type.clone().unwrap_or_else(|| "no error header".into())}</b>
                                         <div class="muted">{g.error_sample.clone()}</div></td></tr>
