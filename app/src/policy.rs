@@ -48,6 +48,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("dead-letters/list", AtLeast(Viewer)),
     ("dead-letters/discovered", AtLeast(Viewer)),
     ("dead-letters/watch", AtLeast(Admin)),
+    ("dead-letters/management-ui", AtLeast(Viewer)),
     ("dead-letters/groups", AtLeast(Viewer)),
     ("dead-letters/group", AtLeast(Viewer)),
     ("dead-letters/detail", AtLeast(Viewer)),

@@ -57,6 +57,10 @@ test("the filtered list downloads as NDJSON; the message page links its queue in
   await expect.poll(parsed).toEqual({ n: 2, tag });
   await shot(page, "export-message");
 
+  // A DLQ's failure groups (where a DLQ alert lands) link the DLQ too.
+  await page.goto("/dead-letters/groups?dlq=e2e.dlq");
+  await expect(page.getByTestId("groups-dlq").getByTestId("broker-link")).toHaveAttribute("href", management("e2e.dlq"));
+
   // Each download was audited, with its count.
   await page.goto("/audit?action=dead_letter.export");
   await expect(page.getByTestId("audit-table")).toContainText("viewer");

@@ -280,6 +280,15 @@ pub async fn dl_list(
     server::list(&q, after.as_deref(), before.as_deref()).await
 }
 
+/// The management UI, for links to DLQs' pages there (the AMQP URL's vhost); None when the
+/// management API is off. For pages whose other data carries no link (a DLQ's groups).
+#[server(prefix = "/api", endpoint = "dead-letters/management-ui")]
+pub async fn dl_management_ui() -> Result<Option<types::routes::ManagementUi>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    Ok(engine::management::ui_for_dead_letters(&state.settings))
+}
+
 #[server(prefix = "/api", endpoint = "dead-letters/groups")]
 pub async fn dl_groups(
     queue: Option<String>,

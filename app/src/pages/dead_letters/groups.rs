@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use super::api::{dl_group, dl_groups};
+use super::api::{dl_group, dl_groups, dl_management_ui};
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
@@ -18,12 +18,24 @@ pub fn GroupsPage() -> impl IntoView {
     let key = move || params.with(|m| (m.get("queue"), m.get("dlq"), m.get("all").is_none()));
     let groups = Resource::new(key, |(queue, dlq, only_awaiting)| dl_groups(queue, dlq, only_awaiting));
     let dlq = move || params.with(|m| m.get("dlq").filter(|d| !d.is_empty()));
+    let broker = Resource::new(|| (), |_| dl_management_ui());
     view! {
         <PageTitle title="Failure groups" />
-        {move || dlq().map(|d| view! {
+        {move || dlq().map(|d| {
+            let queue = d.clone();
+            let link = move || {
+                let queue = queue.clone();
+                Suspend::new(async move {
+                    let href = broker.await.ok().flatten().map(|b| b.queue(&queue));
+                    view! { <BrokerLink href /> }
+                })
+            };
+            view! {
             <p class="text-sm mb-1" data-testid="groups-dlq">"Groups with messages in "<span class="font-mono">{d.clone()}</span>
+                " "<Suspense fallback=|| ()>{link}</Suspense>
                 ", most awaiting first · "<a class="underline" href="/dead-letters/groups">"all DLQs"</a>
                 " · "<a class="underline" href=types::routes::dead_letters_in(&d)>"its messages"</a></p>
+            }
         })}
         <p class="text-sm mb-3">
             <a class="underline" href="/dead-letters">"← dead letters"</a>
