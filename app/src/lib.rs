@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod banner;
 pub mod body_view;
+pub mod copy;
 pub mod error;
 pub mod format;
 #[cfg(feature = "ssr")]

@@ -1,4 +1,5 @@
-//! Who may call what: the minimum role of every server function, by endpoint.
+//! Who may call what: the minimum role of every server function, by endpoint, and of the
+//! downloads.
 //!
 //! Policy: deny by default. The server refuses any `/api/` path missing from this table,
 //! checks the caller's role against it before the function parses its arguments, and each
@@ -47,6 +48,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("dead-letters/list", AtLeast(Viewer)),
     ("dead-letters/discovered", AtLeast(Viewer)),
     ("dead-letters/watch", AtLeast(Admin)),
+    ("dead-letters/management-ui", AtLeast(Viewer)),
     ("dead-letters/groups", AtLeast(Viewer)),
     ("dead-letters/group", AtLeast(Viewer)),
     ("dead-letters/detail", AtLeast(Viewer)),
@@ -63,6 +65,10 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("topology/set-contract", AtLeast(Operator)),
     ("topology/delete-contract", AtLeast(Operator)),
 ];
+
+/// The NDJSON downloads of dead letters (plain GET routes, `server/src/export.rs`): what
+/// reading the list they download needs.
+pub const DOWNLOADS: Access = AtLeast(Viewer);
 
 pub fn min_role(endpoint: &str) -> Option<Access> {
     SERVER_FNS.iter().find(|(e, _)| *e == endpoint).map(|(_, r)| *r)

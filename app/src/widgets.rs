@@ -87,3 +87,15 @@ pub fn FilterField(
         </label>
     }
 }
+
+/// A queue's page in the RabbitMQ management UI (`types::routes::management_queue`), in a
+/// new tab; nothing when there is no link (the management API is off).
+#[component]
+pub fn BrokerLink(href: Option<String>) -> impl IntoView {
+    href.map(|href| {
+        view! {
+            <a class="underline text-xs muted whitespace-nowrap hover:text-violet-700" data-testid="broker-link"
+                href=href target="_blank" rel="noopener" title="this queue in the RabbitMQ management UI">"RabbitMQ ↗"</a>
+        }
+    })
+}

@@ -10,7 +10,7 @@
 //!   `conventions`: the failure headers frameworks set when they republish (origin, facts).
 //! - `fingerprint`: which failures are "the same"; `received`: a delivery and its derivations.
 //! - `store`, `model`: the tables and their rows; `store_batch`: many rows in one commit;
-//!   `body`: bytes for display.
+//!   `body`: bytes for display; `export`: messages as NDJSON lines, streamed for downloads.
 //! - `ingest`: the consumer role; `watch`: which queues it consumes (live, in PostgreSQL);
 //!   `depth`: broker-side queue depth samples.
 
@@ -20,6 +20,7 @@ pub mod breakdown;
 pub mod conventions;
 pub mod depth;
 pub mod downstream;
+pub mod export;
 pub mod fingerprint;
 pub mod headers;
 pub mod inflow;

@@ -17,6 +17,21 @@ pub fn split_credentials(url: &str) -> (String, String, String) {
     (u.as_str().trim_end_matches('/').to_string(), user, pass)
 }
 
+/// The management UI for links to `vhost`'s queues: the configured URL without its
+/// credentials (a link must never carry them); None when the management API is off.
+pub fn ui(settings: &crate::settings::Settings, vhost: &str) -> Option<types::routes::ManagementUi> {
+    use crate::settings::ExposeSecret;
+    let url = settings.management_url.as_ref()?;
+    let (base, _, _) = split_credentials(url.expose_secret());
+    Some(types::routes::ManagementUi { base, vhost: vhost.to_string() })
+}
+
+/// [`ui`] for the vhost the ingesters read dead-letter queues from (the AMQP URL's).
+pub fn ui_for_dead_letters(settings: &crate::settings::Settings) -> Option<types::routes::ManagementUi> {
+    use crate::settings::ExposeSecret;
+    ui(settings, &crate::settings::vhost_of(settings.amqp_url.expose_secret()))
+}
+
 /// Percent-encodes one path segment or query value (a `/` vhost is `%2F`).
 pub use types::routes::encode;
 
@@ -36,5 +51,23 @@ mod tests {
             split_credentials("https://ops:p%40ss%3Aw@mq.example/rabbit/"),
             ("https://mq.example/rabbit".into(), "ops".into(), "p@ss:w".into())
         );
+    }
+
+    #[test]
+    fn the_management_ui_link_never_carries_the_credentials() {
+        let settings = |management: &str| {
+            let env = [
+                ("DATABASE_URL", "postgres://localhost/x"),
+                ("AMQP_URL", "amqp://u:p@mq:5672/team%2Fa"),
+                ("REVENANT_MANAGEMENT_URL", management),
+            ];
+            crate::settings::load(None, false, &|k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+                .unwrap()
+        };
+        let ui = ui_for_dead_letters(&settings("http://ops:s3cret@mq.local:15672/")).unwrap();
+        assert_eq!(ui.base, "http://mq.local:15672");
+        assert_eq!(ui.vhost, "team/a");
+        assert_eq!(ui.queue("orders.dlq"), "http://mq.local:15672/#/queues/team%2Fa/orders.dlq");
+        assert!(ui_for_dead_letters(&settings("off")).is_none(), "no management API, no link");
     }
 }

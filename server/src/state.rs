@@ -12,12 +12,15 @@ pub struct ServerState {
     pub app: AppState,
     /// The `Host` values requests may carry (see `security::allowed_hosts`); empty means any.
     pub allowed_hosts: Arc<Vec<String>>,
+    /// One permit per list download running (`export::AT_ONCE`).
+    pub exports: Arc<tokio::sync::Semaphore>,
 }
 
 impl ServerState {
     pub fn new(leptos: LeptosOptions, app: AppState) -> Self {
         let allowed_hosts = Arc::new(crate::security::allowed_hosts(&app.settings));
-        Self { leptos, app, allowed_hosts }
+        let exports = Arc::new(tokio::sync::Semaphore::new(crate::export::AT_ONCE));
+        Self { leptos, app, allowed_hosts, exports }
     }
 }
 

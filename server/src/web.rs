@@ -1,4 +1,4 @@
-//! The web console: axum router with Leptos pages, server functions, probes and assets.
+//! The web console: axum router with Leptos pages, server functions, downloads, probes and assets.
 
 use engine::settings::ExposeSecret;
 use std::sync::Arc;
@@ -38,6 +38,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/healthz", get(crate::probes::healthz))
         .route("/readyz", get(crate::probes::readyz))
         .route("/metrics", get(crate::probes::metrics))
+        .merge(crate::export::routes())
         .leptos_routes_with_context(&state, routes, context.clone(), move || shell(leptos.clone()))
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::security::authenticate))

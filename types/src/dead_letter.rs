@@ -11,6 +11,10 @@ words! {
     }
 }
 
+/// The most dead letters one NDJSON download holds (the newest the filter selects): the
+/// engine stops there, the list page says so beside the link.
+pub const EXPORT_MAX_ROWS: i64 = 100_000;
+
 words! {
     /// How a body is rendered: pretty JSON, text, or hex for bytes that are not UTF-8.
     pub enum BodyKind {

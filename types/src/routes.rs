@@ -21,6 +21,8 @@ pub mod seg {
     pub const DEAD_LETTERS: &str = "dead-letters";
     /// Under `DEAD_LETTERS`.
     pub const GROUPS: &str = "groups";
+    /// Under `DEAD_LETTERS` (the filtered list) and under one dead letter: an NDJSON download.
+    pub const EXPORT: &str = "export.ndjson";
 }
 
 use seg::*;
@@ -64,6 +66,17 @@ pub fn group_messages(id: i64) -> String {
 /// One dead letter.
 pub fn dead_letter(id: i64) -> String {
     format!("/{DEAD_LETTERS}/{id}")
+}
+
+/// One dead letter as an NDJSON download (one line).
+pub fn dead_letter_export(id: i64) -> String {
+    format!("/{DEAD_LETTERS}/{id}/{EXPORT}")
+}
+
+/// The dead letters a list filter selects, as an NDJSON download; `query` is the list's own
+/// query string (`?queue=…`, or empty), so the download holds what the list shows.
+pub fn dead_letters_export(query: &str) -> String {
+    format!("/{DEAD_LETTERS}/{EXPORT}{query}")
 }
 
 /// One replay plan.
@@ -117,6 +130,27 @@ pub fn absolute(base: Option<&str>, path: &str) -> String {
     }
 }
 
+/// Where the RabbitMQ management UI is (its base URL, never with credentials) and the vhost
+/// whose queues a page names: what a link to a queue's page there needs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ManagementUi {
+    pub base: String,
+    pub vhost: String,
+}
+
+impl ManagementUi {
+    /// This queue's page in the management UI.
+    pub fn queue(&self, queue: &str) -> String {
+        management_queue(&self.base, &self.vhost, queue)
+    }
+}
+
+/// A queue's page in the RabbitMQ management UI at `base`: `base/#/queues/<vhost>/<queue>`,
+/// both names percent-encoded (the default vhost `/` is `%2F`).
+pub fn management_queue(base: &str, vhost: &str, queue: &str) -> String {
+    format!("{}/#/queues/{}/{}", base.trim_end_matches('/'), encode(vhost), encode(queue))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +172,29 @@ mod tests {
         assert_eq!(alert_cause(RuleKind::TopologyCritical, None, None), "/topology");
         assert_eq!(absolute(Some("https://r.example/"), "/outbox?source=a"), "https://r.example/outbox?source=a");
         assert_eq!(absolute(None, "/x"), "/x");
+    }
+
+    #[test]
+    fn a_queue_links_to_its_page_in_the_management_ui_with_both_names_encoded() {
+        assert_eq!(
+            management_queue("http://mq.local:15672", "/", "orders.dlq"),
+            "http://mq.local:15672/#/queues/%2F/orders.dlq"
+        );
+        assert_eq!(
+            management_queue("https://mq.example/rabbit/", "team a", "orders dlq/#1?x&y"),
+            "https://mq.example/rabbit/#/queues/team%20a/orders%20dlq%2F%231%3Fx%26y"
+        );
+        let ui = ManagementUi { base: "http://mq:15672".into(), vhost: "revenant-e2e".into() };
+        assert_eq!(ui.queue("q"), "http://mq:15672/#/queues/revenant-e2e/q");
+    }
+
+    #[test]
+    fn downloads_sit_under_the_dead_letter_pages() {
+        assert_eq!(dead_letter_export(42), "/dead-letters/42/export.ndjson");
+        assert_eq!(dead_letters_export(""), "/dead-letters/export.ndjson");
+        assert_eq!(
+            dead_letters_export("?queue=a%26b&status=all"),
+            "/dead-letters/export.ndjson?queue=a%26b&status=all"
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
-use crate::widgets::{FilterField, Pager, Pill, Tabs, query_string};
+use crate::widgets::{BrokerLink, FilterField, Pager, Pill, Tabs, query_string};
 use api::{DlQuery, dl_discovered, dl_list, dl_queues};
 use watch::{Discovered, Manage, WatchButton};
 
@@ -35,27 +35,35 @@ fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
     }
 }
 
+/// The filter's fields as they travel in the URL (`read_query` reads them back).
+fn pairs(q: &DlQuery) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        ("queue", q.queue.clone()),
+        ("reason", q.reason.clone()),
+        ("status", q.status.clone()),
+        ("error", q.error.clone()),
+        ("body", q.body.clone()),
+        ("message_id", q.message_id.clone()),
+        ("group", q.group.clone()),
+        ("newer_than_mins", q.newer_than_mins.clone()),
+        ("older_than_mins", q.older_than_mins.clone()),
+    ]
+}
+
 pub fn href(q: &DlQuery, after: Option<String>) -> String {
     href_at(q, ("after", after))
 }
 
 /// The list's link with one page cursor: `("after", …)` or `("before", …)`.
 fn href_at(q: &DlQuery, cursor: (&str, Option<String>)) -> String {
-    format!(
-        "/dead-letters{}",
-        query_string(&[
-            ("queue", q.queue.clone()),
-            ("reason", q.reason.clone()),
-            ("status", q.status.clone()),
-            ("error", q.error.clone()),
-            ("body", q.body.clone()),
-            ("message_id", q.message_id.clone()),
-            ("group", q.group.clone()),
-            ("newer_than_mins", q.newer_than_mins.clone()),
-            ("older_than_mins", q.older_than_mins.clone()),
-            cursor,
-        ])
-    )
+    let mut pairs: Vec<(&str, Option<String>)> = pairs(q);
+    pairs.push(cursor);
+    format!("/dead-letters{}", query_string(&pairs))
+}
+
+/// The NDJSON download of everything `q` selects (every page, not only this one).
+pub fn export_href(q: &DlQuery) -> String {
+    types::routes::dead_letters_export(&query_string(&pairs(q)))
 }
 
 /// An inline SVG polyline of a series (no script, so it passes the CSP).
@@ -105,9 +113,10 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                             </div>
                             <inflow_chart::InflowChart per_minute=q.inflow.clone() />
                         </a>
-                        <div class="flex items-center gap-2 text-xs muted mt-1">
+                        <div class="flex flex-wrap items-center gap-2 text-xs muted mt-1">
                             <span>{q.sampled_secs_ago.map(|s| format!("sampled {} ago", format::age_secs(s))).unwrap_or_else(|| "not sampled yet".into())}</span>
                             {state.map(|s| view! { <span class="text-amber-700 dark:text-amber-300" data-testid="ingest-state">{s}</span> })}
+                            <BrokerLink href=q.broker_link.clone() />
                             <span class="ml-auto">{button}</span>
                         </div>
                     </div>
@@ -229,7 +238,12 @@ fn Rows(
     // A `before` page that reached the newest rows is the first page already.
     let first = (paged && (prev.is_some() || empty)).then(|| href(&q, None));
     view! {
-        <p class="text-sm mb-2" data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
+        <div class="flex flex-wrap items-center gap-x-3 gap-y-1 mb-2 text-sm">
+            <p data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
+            <a class="btn text-xs px-2 py-0.5" href=export_href(&q) download="" data-testid="download-ndjson"
+                title="every message these filters select, one JSON line each, newest first">"Download NDJSON"</a>
+            <span class="text-xs muted">{format!("newest {} at most", types::dead_letter::EXPORT_MAX_ROWS)}</span>
+        </div>
         {p.search_note.clone().map(|n| view! { <p class="text-xs muted mb-2" data-testid="dl-search-note">{n}</p> })}
         {can_operate.then(|| {
             let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));

@@ -14,6 +14,7 @@ mod chaos_mapped;
 mod cli;
 mod cluster;
 mod dlq_cli;
+mod export;
 mod hardening;
 mod harness;
 mod metrics;

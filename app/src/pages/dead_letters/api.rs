@@ -40,6 +40,9 @@ pub struct QueueView {
     pub watching: bool,
     /// A live ingester consumes it now (from the ingesters' heartbeats).
     pub ingested: bool,
+    /// Its page in the RabbitMQ management UI; None when the management API is off.
+    #[serde(default)]
+    pub broker_link: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -134,6 +137,19 @@ pub struct DeadLetterView {
     pub origin_queue: Option<String>,
     /// The framework failure-header convention recognised, when one is.
     pub convention: Option<ConventionView>,
+    /// The DLQ it was read from.
+    #[serde(default)]
+    pub queue: String,
+    /// The AMQP message id, when it has one (what "Copy message id" copies).
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// The headers as the table shows them, as one pretty JSON object (what "Copy headers"
+    /// copies).
+    #[serde(default)]
+    pub headers_text: String,
+    /// The management UI, for links to the DLQ and the origin queue; None when it is off.
+    #[serde(default)]
+    pub broker: Option<types::routes::ManagementUi>,
 }
 
 /// "Recognised: Spring AMQP RepublishMessageRecoverer", and what its headers say.
@@ -264,6 +280,15 @@ pub async fn dl_list(
     server::list(&q, after.as_deref(), before.as_deref()).await
 }
 
+/// The management UI, for links to DLQs' pages there (the AMQP URL's vhost); None when the
+/// management API is off. For pages whose other data carries no link (a DLQ's groups).
+#[server(prefix = "/api", endpoint = "dead-letters/management-ui")]
+pub async fn dl_management_ui() -> Result<Option<types::routes::ManagementUi>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    Ok(engine::management::ui_for_dead_letters(&state.settings))
+}
+
 #[server(prefix = "/api", endpoint = "dead-letters/groups")]
 pub async fn dl_groups(
     queue: Option<String>,
@@ -292,6 +317,9 @@ pub struct GroupPageView {
     /// What its newest awaiting bodies are: the "why" when no error header says it.
     #[serde(default)]
     pub breakdown: types::Breakdown,
+    /// The management UI, for links to its DLQs and origin queue; None when it is off.
+    #[serde(default)]
+    pub broker: Option<types::routes::ManagementUi>,
 }
 
 #[server(prefix = "/api", endpoint = "dead-letters/detail")]

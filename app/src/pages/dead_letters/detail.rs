@@ -1,19 +1,20 @@
 //! One dead letter: every property and header, its x-death history, its body, and its
-//! edits before replay.
+//! edits before replay; its id, headers and body to copy, and the whole message to download.
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use super::api::{DeadLetterStatus, dl_detail};
+use super::api::{DeadLetterStatus, DeadLetterView, dl_detail};
 use super::edit::EditPanel;
 use crate::auth::whoami;
 use crate::body_view::Body;
+use crate::copy::CopyButton;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{
     api::{SelectionInput, dl_story},
     panel::ReplayPanel,
 };
-use crate::widgets::{Pill, Time};
+use crate::widgets::{BrokerLink, Pill, Time};
 
 #[component]
 pub fn DeadLetterPage() -> impl IntoView {
@@ -43,7 +44,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                                 {o.published_at.map(|at| view! { " published "<Time at /> })}
                             </div>
                         })}
-                        <div class="flex items-center gap-3 mb-3 text-sm">
+                        <div class="flex items-center gap-3 mb-1 text-sm">
                             <a class="underline" href="/dead-letters">"← dead letters"</a>
                             <span class="font-mono">{format!("#{}", d.id)}</span>
                             <Pill text=d.status />
@@ -51,6 +52,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                             {d.group_id.map(|g| view! { <a class="underline" href=types::routes::group_messages(g)>{format!("failure group #{g}")}</a> })}
                             {d.replay_of.map(|r| view! { <a class="underline" href=types::routes::dead_letter(r)>{format!("replay of #{r}")}</a> })}
                         </div>
+                        <MessageBar d=d.clone() />
                         <div class="grid lg:grid-cols-2 gap-4">
                             <div class="flex flex-col gap-4">
                                 <div class="card">
@@ -88,7 +90,10 @@ pub fn DeadLetterPage() -> impl IntoView {
                                     {d.deaths.is_empty().then(|| view! { <p class="p-2 text-sm muted">"No x-death header: this message was published to the queue directly (by an application, or a framework's recoverer)."</p> })}
                                 </div>
                                 <div class="card">
-                                    <h2 class="text-sm font-semibold px-2 pt-2">"Headers"</h2>
+                                    <div class="flex items-center gap-2 px-2 pt-2">
+                                        <h2 class="text-sm font-semibold">"Headers"</h2>
+                                        {(!d.headers.is_empty()).then(|| view! { <CopyButton text=d.headers_text.clone() label="Copy headers" testid="copy-headers" /> })}
+                                    </div>
                                     <table class="tbl" data-testid="headers"><tbody>
                                         {d.headers.iter().map(|h| view! {
                                             <tr><th class="w-44 font-mono text-xs">{h.name.clone()}</th><td class="text-xs muted">{h.kind.clone()}</td>
@@ -122,7 +127,10 @@ pub fn DeadLetterPage() -> impl IntoView {
                                         })}
                                     </Suspense>
                                 </div>
-                                <h2 class="text-sm font-semibold mb-1">"Body"</h2>
+                                <div class="flex items-center gap-2 mb-1">
+                                    <h2 class="text-sm font-semibold">"Body"</h2>
+                                    <CopyButton text=d.body.text.clone() label=copy_body_label(&d.body) testid="copy-body" />
+                                </div>
                                 <Body body=d.body.clone() full_href=format!("{}?full=1", types::routes::dead_letter(d.id)) />
                             </div>
                         </div>
@@ -130,6 +138,40 @@ pub fn DeadLetterPage() -> impl IntoView {
                 }
             })}
         </Suspense>
+    }
+}
+
+/// A body cut for the page copies the part shown, and says so.
+fn copy_body_label(b: &crate::body_view::BodyView) -> &'static str {
+    if b.truncated { "Copy the part shown" } else { "Copy body" }
+}
+
+/// Where the message is (its DLQ and origin queue, each with its page in the RabbitMQ
+/// management UI), its message id to copy, and the download of the whole message.
+#[component]
+fn MessageBar(d: DeadLetterView) -> impl IntoView {
+    let link = |q: &str| d.broker.as_ref().map(|b| b.queue(q));
+    view! {
+        <div class="flex flex-wrap items-center gap-x-3 gap-y-1 mb-3 text-sm" data-testid="message-bar">
+            <span class="flex items-center gap-1" data-testid="message-queue">
+                <span class="muted">"in"</span><span class="font-mono text-xs">{d.queue.clone()}</span>
+                <BrokerLink href=link(d.queue.as_str()) />
+            </span>
+            {d.origin_queue.clone().map(|o| view! {
+                <span class="flex items-center gap-1" data-testid="message-origin">
+                    <span class="muted">"died in"</span><span class="font-mono text-xs">{o.clone()}</span>
+                    <BrokerLink href=link(o.as_str()) />
+                </span>
+            })}
+            {d.message_id.clone().map(|m| view! {
+                <span class="flex items-center gap-1">
+                    <span class="muted">"message id"</span><span class="font-mono text-xs break-all">{m.clone()}</span>
+                    <CopyButton text=m label="Copy" testid="copy-message-id" />
+                </span>
+            })}
+            <a class="btn text-xs px-2 py-0.5 ml-auto" href=types::routes::dead_letter_export(d.id) download=""
+                data-testid="download-one" title="this message as one JSON line: properties, typed headers, the whole body">"Download NDJSON"</a>
+        </div>
     }
 }
 

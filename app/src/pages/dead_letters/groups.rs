@@ -5,12 +5,12 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use super::api::{dl_group, dl_groups};
+use super::api::{dl_group, dl_groups, dl_management_ui};
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::pages::replays::{api::SelectionInput, panel::ReplayPanel};
-use crate::widgets::{Pill, Time};
+use crate::widgets::{BrokerLink, Pill, Time};
 
 #[component]
 pub fn GroupsPage() -> impl IntoView {
@@ -18,12 +18,24 @@ pub fn GroupsPage() -> impl IntoView {
     let key = move || params.with(|m| (m.get("queue"), m.get("dlq"), m.get("all").is_none()));
     let groups = Resource::new(key, |(queue, dlq, only_awaiting)| dl_groups(queue, dlq, only_awaiting));
     let dlq = move || params.with(|m| m.get("dlq").filter(|d| !d.is_empty()));
+    let broker = Resource::new(|| (), |_| dl_management_ui());
     view! {
         <PageTitle title="Failure groups" />
-        {move || dlq().map(|d| view! {
+        {move || dlq().map(|d| {
+            let queue = d.clone();
+            let link = move || {
+                let queue = queue.clone();
+                Suspend::new(async move {
+                    let href = broker.await.ok().flatten().map(|b| b.queue(&queue));
+                    view! { <BrokerLink href /> }
+                })
+            };
+            view! {
             <p class="text-sm mb-1" data-testid="groups-dlq">"Groups with messages in "<span class="font-mono">{d.clone()}</span>
+                " "<Suspense fallback=|| ()>{link}</Suspense>
                 ", most awaiting first · "<a class="underline" href="/dead-letters/groups">"all DLQs"</a>
                 " · "<a class="underline" href=types::routes::dead_letters_in(&d)>"its messages"</a></p>
+            }
         })}
         <p class="text-sm mb-3">
             <a class="underline" href="/dead-letters">"← dead letters"</a>
@@ -87,6 +99,8 @@ pub fn GroupPage() -> impl IntoView {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(p) => {
                         let g = p.group.clone();
+                        let ui = p.broker.clone();
+                        let link = move |q: &str| ui.as_ref().map(|b| b.queue(q));
                         let gid = g.id;
                         let origin = g.original_queue.clone();
                         let label = match &origin {
@@ -106,8 +120,13 @@ pub fn GroupPage() -> impl IntoView {
                             <div class="card mb-3">
                                 <table class="tbl" data-testid="group-summary"><tbody>
                                     <tr><th class="w-44">"Group"</th><td class="font-mono text-xs">{format!("#{gid}")}</td></tr>
-                                    <tr><th>"Origin queue"</th><td class="font-mono text-xs">{origin.clone().unwrap_or_else(|| "unknown (no x-death, no failure headers)".into())}</td></tr>
-                                    <tr><th>"Read from"</th><td class="font-mono text-xs">{p.dlqs.join(", ")}</td></tr>
+                                    <tr><th>"Origin queue"</th><td class="font-mono text-xs" data-testid="group-origin">
+                                        {origin.clone().unwrap_or_else(|| "unknown (no x-death, no failure headers)".into())}
+                                        " "<BrokerLink href=origin.as_deref().and_then(&link) />
+                                    </td></tr>
+                                    <tr><th>"Read from"</th><td class="font-mono text-xs" data-testid="group-dlqs">
+                                        {p.dlqs.iter().map(|q| view! { <span class="mr-3">{q.clone()}" "<BrokerLink href=link(q.as_str()) /></span> }).collect_view()}
+                                    </td></tr>
                                     <tr><th>"Reason"</th><td><Pill text=g.reason.clone() /></td></tr>
                                     <tr><th>"Error"</th><td class="text-xs break-words"><b>{g.error_type.clone().unwrap_or_else(|| "no error header".into())}</b>
                                         <div class="muted">{g.error_sample.clone()}</div></td></tr>

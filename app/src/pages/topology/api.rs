@@ -59,6 +59,9 @@ pub struct TopologyView {
     /// Failing critical queues first, then by worst verdict (see `sort_queues`).
     pub queues: Vec<QueueView>,
     pub exchanges: Vec<ExchangeView>,
+    /// The management UI, for each queue's link to its page there; None when it is off.
+    #[serde(default)]
+    pub broker: Option<types::routes::ManagementUi>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -151,6 +154,7 @@ pub async fn topology_report() -> Result<TopologyView, AppError> {
     let ingested: std::collections::HashSet<String> =
         engine::dead_letter::watch::watching(&state.pool).await?.into_iter().collect();
     let mut view = server::report_view(r, false);
+    view.broker = engine::management::ui(s, &s.topology_vhost);
     for q in view.queues.iter_mut().filter(|q| q.role == QueueRole::DeadLetter) {
         q.watched = Some(ingested.contains(&q.name));
     }

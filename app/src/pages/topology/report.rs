@@ -9,7 +9,8 @@ use leptos::prelude::*;
 
 use super::api::{Check, ExchangeView, NodeView, QueueView, TopologyView, Verdict};
 use crate::pages::dead_letters::watch::{Manage, WatchButton};
-use crate::widgets::Pill;
+use crate::widgets::{BrokerLink, Pill};
+use types::routes::ManagementUi;
 
 /// The whole report for one snapshot.
 #[component]
@@ -35,7 +36,7 @@ pub fn ReportBody(r: TopologyView, manage: Option<Manage>) -> impl IntoView {
             <span>"Node alarms: "<b class=("text-red-700", s.alarms > 0) class=("dark:text-red-400", s.alarms > 0)>{if s.alarms == 0 { "none".to_string() } else { s.alarms.to_string() }}</b></span>
         </p>
         <Nodes nodes=r.nodes />
-        <Queues queues=r.queues manage />
+        <Queues queues=r.queues manage broker=r.broker />
         <h2 class="text-base font-semibold mt-5 mb-2">"Exchanges that can drop messages"</h2>
         {if flagged.is_empty() {
             let text = match exchanges_ok {
@@ -148,7 +149,7 @@ fn rate(r: Option<f64>) -> String {
 const COLUMNS: usize = 7;
 
 #[component]
-fn Queues(queues: Vec<QueueView>, manage: Option<Manage>) -> impl IntoView {
+fn Queues(queues: Vec<QueueView>, manage: Option<Manage>, broker: Option<ManagementUi>) -> impl IntoView {
     let empty = queues.is_empty();
     view! {
         <div class="card overflow-x-auto">
@@ -157,7 +158,10 @@ fn Queues(queues: Vec<QueueView>, manage: Option<Manage>) -> impl IntoView {
                     <th>"Queue"</th><th>"Contract"</th><th>"Role"</th><th class="text-right">"Consumers"</th>
                     <th class="text-right">"Ready / unacked"</th><th class="text-right">"Publish / deliver"</th><th>"Checks"</th>
                 </tr></thead>
-                {queues.into_iter().map(|q| view! { <QueueRows q manage /> }).collect_view()}
+                {queues.into_iter().map(|q| {
+                    let link = broker.as_ref().map(|b| b.queue(&q.name));
+                    view! { <QueueRows q manage link /> }
+                }).collect_view()}
             </table>
             {empty.then(|| view! { <p class="p-3 muted text-sm">"No queues in this vhost."</p> })}
         </div>
@@ -166,7 +170,7 @@ fn Queues(queues: Vec<QueueView>, manage: Option<Manage>) -> impl IntoView {
 
 /// A queue's row, and under it a row with its failing and warning checks.
 #[component]
-fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
+fn QueueRows(q: QueueView, manage: Option<Manage>, link: Option<String>) -> impl IntoView {
     let ingest = match (q.watched, manage) {
         (Some(false), Some(m)) => {
             Some(view! { <div class="mt-1"><WatchButton queue=q.name.clone() start=true manage=m /></div> }.into_any())
@@ -201,7 +205,7 @@ fn QueueRows(q: QueueView, manage: Option<Manage>) -> impl IntoView {
         <tbody data-testid="queue" class=("bg-red-50/60", critical_failing) class=("dark:bg-red-950/30", critical_failing)>
             <tr>
                 <td class="font-mono text-xs break-all max-w-xs">
-                    <div data-testid="queue-name">{q.name.clone()}</div>
+                    <div class="flex items-baseline gap-2"><span data-testid="queue-name">{q.name.clone()}</span><BrokerLink href=link /></div>
                     <div class="muted" data-testid="queue-placement">{q.placement.summary(&q.kind)}</div>
                     {q.placement.members_line().map(|m| view! { <div class="muted" data-testid="queue-members">{m}</div> })}
                 </td>

@@ -41,6 +41,7 @@ fn reachable(queues: Vec<QueueView>) -> TopologyView {
         nodes: vec![],
         queues,
         exchanges: vec![],
+        broker: None,
     }
 }
 
@@ -101,6 +102,17 @@ mod render {
         let page = html(server::report_view(report, true));
         assert!(page.contains("management API is off"), "{page}");
         assert!(page.contains("management_url"), "{page}");
+    }
+
+    #[test]
+    fn each_queue_links_to_its_page_in_the_management_ui_in_a_new_tab() {
+        let mut r = reachable(vec![queue("orders dlq", "standard", &["pass"])]);
+        let page = html(r.clone());
+        assert!(!page.contains("broker-link"), "no management UI, no link: {page}");
+        r.broker = Some(types::routes::ManagementUi { base: "http://mq:15672".into(), vhost: "/".into() });
+        let page = html(r);
+        assert!(page.contains(r#"href="http://mq:15672/#/queues/%2F/orders%20dlq""#), "{page}");
+        assert!(page.contains(r#"target="_blank""#) && page.contains(r#"rel="noopener""#), "{page}");
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
         }
     }
     let now = Utc::now();
+    let ui = engine::management::ui_for_dead_letters(&state.settings);
     let all = engine::dead_letter::depth::series_of(&state.pool, &names, now - chrono::Duration::hours(1)).await?;
     let inflow = engine::dead_letter::inflow::last_hour(&state.pool, now).await?;
     let mut out = Vec::new();
@@ -85,6 +86,7 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
             series: series.iter().map(|s| s.ready).collect(),
             watching: watching.contains(&name),
             ingested: ingesting.contains(&name),
+            broker_link: ui.as_ref().map(|u| u.queue(&name)),
             queue: name,
         });
     }
@@ -196,6 +198,7 @@ pub async fn group(id: i64) -> Result<GroupPageView, AppError> {
     let buckets = engine::dead_letter::inflow::group_last_hour(&state.pool, id, now).await?;
     let breakdown = engine::dead_letter::breakdown::of_group(&state.pool, id).await?;
     Ok(GroupPageView {
+        broker: engine::management::ui_for_dead_letters(&state.settings),
         breakdown,
         inflow: engine::dead_letter::inflow::series(&buckets, now, |_| true),
         group: group_view(d.group, Utc::now()),
@@ -251,6 +254,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         other => AppError::internal(other),
     })?;
     let mut headers_rows = Vec::new();
+    let mut shown = serde_json::Map::new();
     let mut deaths = Vec::new();
     let mut convention = None;
     if let Some(Value::Object(map)) = &d.headers {
@@ -262,6 +266,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
                 other => other.to_string(),
             };
             headers_rows.push(HeaderRow { name: k.clone(), kind, value });
+            shown.insert(k.clone(), p);
         }
         let table = headers::table_from_json(&Value::Object(map.clone())).ok();
         if let Some((c, _)) = engine::dead_letter::conventions::recognise(table.as_ref()) {
@@ -339,6 +344,10 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         replay_of: d.replay_of,
         origin_queue: d.original_queue.clone(),
         convention,
+        headers_text: serde_json::to_string_pretty(&shown).map_err(AppError::internal)?,
+        broker: engine::management::ui_for_dead_letters(&state.settings),
+        message_id: d.message_id.clone(),
+        queue: d.queue.clone(),
     })
 }
 

@@ -45,6 +45,7 @@ pub fn report_view(r: TopologyReport, management_off: bool) -> TopologyView {
         nodes: r.nodes.into_iter().map(|n| NodeView { name: n.node, checks: n.checks }).collect(),
         queues,
         exchanges: r.exchanges.into_iter().map(|x| ExchangeView { name: x.exchange, checks: x.checks }).collect(),
+        broker: None,
     }
 }
 
