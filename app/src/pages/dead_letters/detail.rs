@@ -102,7 +102,15 @@ pub fn DeadLetterPage() -> impl IntoView {
                                     </tbody></table>
                                 </div>
                             </div>
-                            <div class="flex flex-col gap-4">
+                            // On a narrow screen this column, the body first, comes before the properties.
+                            <div class="flex flex-col gap-4 order-first lg:order-none">
+                                <div data-testid="body-section">
+                                    <div class="flex items-center gap-2 mb-1">
+                                        <h2 class="text-sm font-semibold">"Body"</h2>
+                                        <CopyButton text=d.body.text.clone() label=copy_body_label(&d.body) testid="copy-body" />
+                                    </div>
+                                    <Body body=d.body.clone() full_href=format!("{}?full=1", types::routes::dead_letter(d.id)) />
+                                </div>
                                 <ReplayThis id=d.id replayable=d.status != DeadLetterStatus::Replaying origin=d.origin_queue.clone() />
                                 <EditPanel id=d.id />
                                 <div class="card">
@@ -127,11 +135,6 @@ pub fn DeadLetterPage() -> impl IntoView {
                                         })}
                                     </Suspense>
                                 </div>
-                                <div class="flex items-center gap-2 mb-1">
-                                    <h2 class="text-sm font-semibold">"Body"</h2>
-                                    <CopyButton text=d.body.text.clone() label=copy_body_label(&d.body) testid="copy-body" />
-                                </div>
-                                <Body body=d.body.clone() full_href=format!("{}?full=1", types::routes::dead_letter(d.id)) />
                             </div>
                         </div>
                     }.into_any(),
