@@ -42,7 +42,7 @@ const ACTION: &str = "dead_letter.export";
 
 pub fn routes() -> Router<ServerState> {
     Router::new()
-        .route(&format!("/{DEAD_LETTERS}/{EXPORT}"), get(filtered))
+        .route(&format!("/{DEAD_LETTERS}/{EXPORT}"), get(filtered).head(filtered_head))
         // `{id}` as the dead letter page names it: one name per position in the router.
         .route(&format!("/{DEAD_LETTERS}/{{id}}/{EXPORT}"), get(one))
 }
@@ -136,6 +136,15 @@ async fn filtered(
     let lines = Lines { rows, sent: 0, outcome: "aborted", ended: Some(ended), _permit: permit };
     let name = format!("dead-letters-{}.ndjson", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
     download(Body::from_stream(lines), &name)
+}
+
+/// HEAD: the answer a GET would start with (refusals included), without running the export:
+/// nothing is sent, so nothing is audited.
+async fn filtered_head(principal: Option<Extension<Principal>>, Query(q): Query<DlQuery>) -> Response {
+    if let Err(e) = caller(principal).and_then(|_| app::pages::dead_letters::api::filter_for(&q).map(|_| ())) {
+        return refuse(e);
+    }
+    download(Body::empty(), "dead-letters.ndjson")
 }
 
 /// What the audit entry at the end of a list download needs.

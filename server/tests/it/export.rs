@@ -186,6 +186,12 @@ async fn anonymous_and_malformed_download_requests_are_refused() {
     }
     let resp = viewer.get(format!("{}/dead-letters/abc/export.ndjson", app.base)).send().await.unwrap();
     assert_eq!(resp.status(), 400);
+    // A HEAD (a link checker, a browser's preflight of a download) runs no export.
+    let head = viewer.head(format!("{}/dead-letters/export.ndjson?queue=orders.dlq", app.base)).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    assert_eq!(head.headers()["content-type"], "application/x-ndjson");
+    let head = viewer.head(format!("{}/dead-letters/export.ndjson?status=lost", app.base)).send().await.unwrap();
+    assert_eq!(head.status(), 400);
     assert_eq!(count!(&app.db.pool, "SELECT count(*) FROM audit_log WHERE action = 'dead_letter.export'"), 0);
     app.db.drop_db().await;
 }
