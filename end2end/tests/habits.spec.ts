@@ -36,15 +36,10 @@ async function switchTo(page: Page, want: "dark" | "light", click: () => Promise
   }).toPass({ timeout: 20_000 });
 }
 
-test("a skip link comes first; ? lists the shortcuts until Esc", async ({ page }) => {
+// The skip link itself is shell.spec.ts's.
+test("? lists the shortcuts until Esc", async ({ page }) => {
   await signIn(page, "viewer");
   await page.goto("/", { waitUntil: "networkidle" });
-  await page.keyboard.press("Tab");
-  const skip = page.getByRole("link", { name: "Skip to content" });
-  await expect(skip).toBeFocused();
-  await expect(skip).toBeVisible();
-  await page.keyboard.press("Enter");
-  await expect(page).toHaveURL(/#main$/);
 
   const dialog = page.getByRole("dialog", { name: "Keyboard shortcuts" });
   await pressUntil(page, "?", () => expect(dialog).toBeVisible({ timeout: 1000 }));

@@ -191,40 +191,21 @@ mod tests {
 
     fn stored(body: &[u8]) -> DeadLetter {
         DeadLetter {
-            id: 7,
             queue: "orders.dlq".into(),
-            message_id: Some("m-1".into()),
-            correlation_id: None,
             content_type: Some("application/json".into()),
-            content_encoding: None,
-            amqp_timestamp: None,
-            app_id: None,
             msg_type: Some("order.created".into()),
-            user_id: None,
-            cluster_id: None,
-            delivery_mode: Some(2),
-            priority: None,
-            expiration: None,
-            reply_to: None,
             headers: Some(serde_json::json!({ "x-attempt": { "t": "i32", "v": 3 } })),
             body: body.to_vec(),
             body_size: body.len() as i32,
-            exchange: "dlx".into(),
             routing_key: "orders".into(),
-            reason: "rejected".into(),
             original_queue: Some("orders".into()),
             original_exchange: Some("shop".into()),
             original_routing_keys: vec!["orders".into()],
             death_count: 2,
-            first_death_at: None,
             error_type: Some("KeyError".into()),
             error_message: Some("sku\nmissing".into()),
-            fingerprint: "fp".into(),
             group_id: Some(5),
-            status: Status::Awaiting,
-            archived_reason: None,
-            replay_of: None,
-            ingested_at: Utc::now(),
+            ..DeadLetter::sample()
         }
     }
 
