@@ -1,6 +1,6 @@
 import { test, expect } from "@playwright/test";
 import { readFileSync } from "node:fs";
-import { signIn, shot } from "./helpers";
+import { PASSWORD, signIn, shot } from "./helpers";
 import { publish, VHOST } from "./env";
 
 const management = (queue: string) => `http://127.0.0.1:15672/#/queues/${encodeURIComponent(VHOST)}/${encodeURIComponent(queue)}`;
@@ -71,4 +71,16 @@ test("Topology's queue rows link each queue to the management UI", async ({ page
   await page.goto("/topology");
   const row = page.getByTestId("queue").filter({ has: page.getByTestId("queue-name").getByText("e2e.dlq", { exact: true }) });
   await expect(row.getByTestId("broker-link")).toHaveAttribute("href", management("e2e.dlq"));
+});
+
+// A download link opened signed out: once signed in, the list it downloads from, with the same
+// filter and its download link (the app's redirect after signing in cannot fetch a file).
+test("a download link opened signed out leads, once signed in, to the list it downloads from", async ({ page }) => {
+  await page.goto(`/dead-letters/export.ndjson?queue=e2e.dlq`);
+  await expect(page).toHaveURL(/\/login\?next=/);
+  await page.getByLabel("User name").fill("viewer");
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(/\/dead-letters\?queue=e2e\.dlq$/);
+  await expect(page.getByTestId("download-ndjson")).toHaveAttribute("href", "/dead-letters/export.ndjson?queue=e2e.dlq");
 });

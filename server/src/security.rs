@@ -208,10 +208,25 @@ pub async fn authenticate(
     }
     let public = PUBLIC_PREFIXES.iter().any(|p| path == *p || path.starts_with(p));
     if !public && principal.is_none() && is_safe(req.method()) {
-        let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        return Redirect::to(&format!("/login?next={}", app::format::urlencode(target))).into_response();
+        let target = after_sign_in(&path, req.uri().query());
+        return Redirect::to(&format!("/login?next={}", app::format::urlencode(&target))).into_response();
     }
     next.run(req).await
+}
+
+/// Where a signed-out caller goes once signed in: back where they were, except that a download
+/// (`export`) sends them to the page it downloads from, with the same filter: the console's
+/// redirect after signing in navigates inside the app, which cannot fetch a file.
+fn after_sign_in(path: &str, query: Option<&str>) -> String {
+    use types::routes::seg::{DEAD_LETTERS, EXPORT};
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    let download =
+        path.strip_prefix(&format!("/{DEAD_LETTERS}")).and_then(|rest| rest.strip_suffix(&format!("/{EXPORT}")));
+    match download {
+        Some("") => format!("/{DEAD_LETTERS}{query}"),
+        Some(id) => format!("/{DEAD_LETTERS}{id}"),
+        None => format!("{path}{query}"),
+    }
 }
 
 /// Leptos answers every server-function error with 500; give the caller the status the error
@@ -265,6 +280,17 @@ mod tests {
             m.insert(*k, HeaderValue::from_static(v));
         }
         m
+    }
+
+    #[test]
+    fn signing_in_from_a_download_leads_to_the_page_it_downloads_from() {
+        assert_eq!(
+            after_sign_in("/dead-letters/export.ndjson", Some("queue=a&body=x")),
+            "/dead-letters?queue=a&body=x"
+        );
+        assert_eq!(after_sign_in("/dead-letters/42/export.ndjson", None), "/dead-letters/42");
+        assert_eq!(after_sign_in("/outbox", Some("bucket=failed")), "/outbox?bucket=failed");
+        assert_eq!(after_sign_in("/dead-letters/42", None), "/dead-letters/42");
     }
 
     #[test]
