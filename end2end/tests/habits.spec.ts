@@ -90,6 +90,10 @@ test("/ focuses the filter, j / k walk the dead letters, x selects, r opens repl
   await expect(ingested).toHaveAttribute("title", /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
   await expect(ingested).toHaveAttribute("datetime", /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
   await expect(ingested).toContainText("UTC+1");
+
+  // `r` on a message's own page opens its replay panel too.
+  await page.getByRole("heading", { name: "Dead letter", exact: true }).click();
+  await pressUntil(page, "r", () => expect(page.getByTestId("replay-panel")).toBeVisible({ timeout: 1000 }));
 });
 
 test("← Previous returns exactly the page before, and First page the newest", async ({ page }) => {

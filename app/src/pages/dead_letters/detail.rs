@@ -189,7 +189,7 @@ fn ReplayThis(id: i64, replayable: bool, origin: Option<String>) -> impl IntoVie
                 Suspend::new(async move {
                 let can = matches!(caller.await, Ok(Some(ref c)) if c.can_operate());
                 (can && replayable).then(|| view! {
-                    <div><ReplayPanel selection=Signal::derive(move || SelectionInput::Ids(vec![id])) label="Replay this message…" origin=origin.unwrap_or_default() /></div>
+                    <div data-shortcut="replay"><ReplayPanel selection=Signal::derive(move || SelectionInput::Ids(vec![id])) label="Replay this message…" origin=origin.unwrap_or_default() /></div>
                 })
             })}}
         </Suspense>
