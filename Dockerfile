@@ -19,6 +19,8 @@ COPY app/Cargo.toml app/
 COPY engine/Cargo.toml engine/
 COPY server/Cargo.toml server/
 COPY types/Cargo.toml types/
+# The vendored, patched AMQP types crate ([patch.crates-io]) is needed whole from the start.
+COPY vendor vendor
 RUN mkdir -p app/src engine/src server/src types/src \
     && touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs types/src/lib.rs \
     && echo 'fn main() {}' > server/src/main.rs \

@@ -11,6 +11,8 @@
 //! - `fingerprint`: which failures are "the same"; `received`: a delivery and its derivations.
 //! - `store`, `model`: the tables and their rows; `store_batch`: many rows in one commit;
 //!   `body`: bytes for display; `export`: messages as NDJSON lines, streamed for downloads.
+//! - `queue_health`: unreadable counts and stuck queues, for the DLQ cards.
+//! - `unreadable`: what of a delivery the (bounded, lenient) AMQP parser could not read.
 //! - `ingest`: the consumer role; `watch`: which queues it consumes (live, in PostgreSQL);
 //!   `depth`: broker-side queue depth samples.
 
@@ -26,10 +28,12 @@ pub mod headers;
 pub mod inflow;
 pub mod ingest;
 pub mod model;
+pub mod queue_health;
 pub mod reason;
 pub mod received;
 pub mod store;
 pub mod store_batch;
+pub mod unreadable;
 pub mod watch;
 pub mod x_death;
 

@@ -271,6 +271,18 @@ impl Collector for Scrape {
             counter(&mut e, "ingest_stored", "Dead letters stored (then acked).", i.stored)?;
             counter(&mut e, "ingest_duplicates", "Redeliveries of dead letters already stored.", i.duplicates)?;
             counter(&mut e, "ingest_store_errors", "Dead letters that could not be stored.", i.store_errors)?;
+            counter(
+                &mut e,
+                "ingest_quarantined",
+                "Dead letters the store refused repeatedly, then stored raw as unreadable.",
+                i.quarantined,
+            )?;
+            single_gauge(
+                &mut e,
+                "ingest_queues_stuck",
+                "Watched queues not moving now (a message requeued because the store failed, or a consumer that keeps losing its connection); /readyz names them.",
+                i.stuck_queues as f64,
+            )?;
         }
         if let Some(r) = &self.replay {
             counter(&mut e, "replay_sent", "Replays published and confirmed.", r.sent)?;

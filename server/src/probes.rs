@@ -28,7 +28,24 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
         .into_iter()
         .map(|(role, connected)| json!({ "role": role, "connected": connected }))
         .collect();
-    (status, Json(json!({ "ready": pg.ok, "dependencies": [{ "name": pg.name, "ok": pg.ok }], "broker": broker })))
+    // A watched queue that is not moving (a message the store keeps refusing, a consumer that
+    // keeps losing its connection) is named here, never gating: the console still serves.
+    let now = chrono::Utc::now();
+    let stuck: Vec<_> = if app.settings.roles.ingest {
+        app.ingest_stats
+            .stuck()
+            .into_iter()
+            .map(|s| json!({ "queue": s.queue, "stuck_for_s": (now - s.since).num_seconds() }))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (
+        status,
+        Json(json!({
+            "ready": pg.ok, "dependencies": [{ "name": pg.name, "ok": pg.ok }], "broker": broker, "ingest_stuck": stuck,
+        })),
+    )
 }
 
 /// `(role, holds its broker connection)` for each broker role this process runs.

@@ -113,6 +113,16 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                             </div>
                             <inflow_chart::InflowChart per_minute=q.inflow.clone() />
                         </a>
+                        {q.stuck.clone().map(|why| view! {
+                            <p class="text-xs text-red-700 dark:text-red-300 mt-1 break-words" data-testid="stuck">"Not moving: "{why}</p>
+                        })}
+                        {(q.unreadable > 0).then(|| view! {
+                            <p class="text-xs text-amber-700 dark:text-amber-300 mt-1 break-words" data-testid="unreadable-count"
+                                title=q.unreadable_note.clone().unwrap_or_default()>
+                                {format!("{} unreadable {}: ", q.unreadable, if q.unreadable == 1 { "message" } else { "messages" })}
+                                {q.unreadable_note.clone().unwrap_or_default()}
+                            </p>
+                        })}
                         <div class="flex flex-wrap items-center gap-2 text-xs muted mt-1">
                             <span>{q.sampled_secs_ago.map(|s| format!("sampled {} ago", format::age_secs(s))).unwrap_or_else(|| "not sampled yet".into())}</span>
                             {state.map(|s| view! { <span class="text-amber-700 dark:text-amber-300" data-testid="ingest-state">{s}</span> })}

@@ -85,6 +85,9 @@ struct Line<'a> {
     fingerprint: &'a str,
     replay_of: Option<i64>,
     ingested_at: DateTime<Utc>,
+    /// What of the message the ingester could not read; absent when it read everything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unreadable: Option<&'a str>,
 }
 
 /// The body as `body` and `body_encoding` carry it.
@@ -136,6 +139,7 @@ pub fn line(d: &DeadLetter) -> Vec<u8> {
         fingerprint: &d.fingerprint,
         replay_of: d.replay_of,
         ingested_at: d.ingested_at,
+        unreadable: d.unreadable.as_deref(),
     };
     // Serialising borrowed strings, numbers and a JSON value cannot fail; an empty object
     // stands in should that ever change, rather than a broken line.
@@ -152,7 +156,7 @@ fn select(f: &ListFilter, limit: i64) -> QueryBuilder<Postgres> {
             app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
             body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
             death_count, first_death_at, error_type, error_message, fingerprint, group_id,
-            status, archived_reason, replay_of, ingested_at
+            status, archived_reason, replay_of, ingested_at, unreadable
          FROM dead_letters WHERE true",
     );
     push_conditions(&mut q, f);

@@ -6,7 +6,8 @@
 //! are not UTF-8 (or hold NUL, which `jsonb` refuses) as hex, non-finite floats and `-0` as
 //! strings, and table keys holding NUL under a placeholder key with the real key in `"k"`.
 
-use lapin::types::{AMQPValue, ByteArray, DecimalValue, FieldArray, FieldTable, LongString, ShortString};
+// lapin::types is this crate; named directly so the fuzz targets (fuzz/) build this file alone.
+use amq_protocol_types::{AMQPValue, ByteArray, DecimalValue, FieldArray, FieldTable, LongString, ShortString};
 use serde_json::{Map, Value, json};
 
 #[derive(Debug, thiserror::Error, PartialEq)]

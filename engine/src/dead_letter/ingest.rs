@@ -58,6 +58,8 @@ pub struct IngestStats {
     pub stored: AtomicU64,
     pub duplicates: AtomicU64,
     pub store_errors: AtomicU64,
+    /// Messages the store refused `QUARANTINE_AFTER` times, then stored raw as unreadable.
+    pub quarantined: AtomicU64,
     /// Batches flushed: one transaction each (plus one per delivery when a batch is refused).
     pub batches: AtomicU64,
     /// Queues with a live consumer now (what readiness reads for the ingest role).
@@ -66,8 +68,20 @@ pub struct IngestStats {
     consuming_queues: Mutex<BTreeSet<String>>,
     /// The watched queues this instance runs a consumer task for (connected or retrying).
     watched: Mutex<Vec<String>>,
+    /// Queues that are not moving: a delivery requeued because the store failed, or a consumer
+    /// that keeps losing its connection; with when that began and the latest reason. Cleared
+    /// when a batch of the queue is stored. /readyz, /metrics and the DLQ cards report them.
+    stuck: Mutex<BTreeMap<String, (chrono::DateTime<chrono::Utc>, String)>>,
     /// Woken when a consumer starts or stops, so the heartbeat tells the console at once.
     changed: tokio::sync::Notify,
+}
+
+/// A queue that is not moving, as /readyz and the heartbeat report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Stuck {
+    pub queue: String,
+    pub since: chrono::DateTime<chrono::Utc>,
+    pub reason: String,
 }
 
 /// Counts a live consumer (and names its queue) for as long as it is held.
@@ -100,6 +114,9 @@ pub struct IngestCounts {
     pub duplicates: u64,
     pub store_errors: u64,
     pub batches: u64,
+    pub quarantined: u64,
+    /// Queues not moving now (see `IngestStats::stuck`).
+    pub stuck_queues: u64,
 }
 
 impl IngestStats {
@@ -124,7 +141,39 @@ impl IngestStats {
             duplicates: self.duplicates.load(Ordering::Relaxed),
             store_errors: self.store_errors.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
+            quarantined: self.quarantined.load(Ordering::Relaxed),
+            stuck_queues: self.stuck.lock().unwrap_or_else(|p| p.into_inner()).len() as u64,
         }
+    }
+
+    /// `queue` is not moving, because of `reason` (kept since the first time, reason updated).
+    pub fn note_stuck(&self, queue: &str, reason: &str) {
+        let mut stuck = self.stuck.lock().unwrap_or_else(|p| p.into_inner());
+        let reason: String = reason.chars().take(300).collect();
+        let first = !stuck.contains_key(queue);
+        stuck.entry(queue.to_string()).or_insert_with(|| (chrono::Utc::now(), String::new())).1 = reason;
+        drop(stuck);
+        if first {
+            self.changed.notify_one();
+        }
+    }
+
+    /// `queue` moves again (a batch was stored) or is no longer consumed here.
+    pub fn note_flowing(&self, queue: &str) {
+        if self.stuck.lock().unwrap_or_else(|p| p.into_inner()).remove(queue).is_some() {
+            self.changed.notify_one();
+        }
+    }
+
+    /// The queues not moving now, oldest first.
+    pub fn stuck(&self) -> Vec<Stuck> {
+        let stuck = self.stuck.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<Stuck> = stuck
+            .iter()
+            .map(|(q, (since, reason))| Stuck { queue: q.clone(), since: *since, reason: reason.clone() })
+            .collect();
+        out.sort_by_key(|s| s.since);
+        out
     }
 }
 
@@ -262,25 +311,37 @@ async fn consume_forever(
     shutdown: CancellationToken,
 ) {
     let mut delay = BACKOFF_MIN;
+    let mut failures = 0u32;
     while !shutdown.is_cancelled() {
         let started = Instant::now();
         match consume_once(&pool, &url, &queue, shape, &stats, &shutdown).await {
-            Ok(()) => return,
+            Ok(()) => {
+                stats.note_flowing(&queue);
+                return;
+            }
             Err(e) => {
-                tracing::warn!(error = format!("{e:#}"), retry_in_ms = delay.as_millis() as u64, "ingest interrupted")
+                let reason = format!("{e:#}");
+                tracing::warn!(error = reason, retry_in_ms = delay.as_millis() as u64, "ingest interrupted");
+                failures += 1;
+                // Once is a blip (a broker restart); twice in a row the queue is not moving.
+                if failures >= 2 {
+                    stats.note_stuck(&queue, &reason);
+                }
             }
         }
         // A consumer that ran for a while was healthy: start the backoff over.
         if started.elapsed() > BACKOFF_MAX {
             delay = BACKOFF_MIN;
+            failures = 0;
         }
         let jitter = Duration::from_millis((rand::random::<f64>() * 250.0) as u64);
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(delay + jitter) => {}
         }
         delay = (delay * 2).min(BACKOFF_MAX);
     }
+    stats.note_flowing(&queue);
 }
 
 fn is_not_found(e: &lapin::Error) -> bool {
@@ -316,7 +377,7 @@ async fn consume_once(
         let _live = Consuming::start(stats, queue);
         tracing::info!(prefetch, batch = shape.batch, "consuming");
         let mut gathering: Batch<batch::Pending> = Batch::new(shape.batch, shape.linger);
-        let mut parked = batch::Parked::default();
+        let mut parked = batch::Parked::new(queue);
         // Up to `commits` batches commit at once while the next gathers and parses; they are
         // settled (acked) in the order they were gathered, which is delivery-tag order, so a
         // `multiple` ack never covers a batch that has not committed.
@@ -422,6 +483,7 @@ async fn heartbeat(pool: PgPool, instance: uuid::Uuid, stats: Arc<IngestStats>, 
     loop {
         let detail = serde_json::json!({
             "queues": stats.watched(), "consuming": stats.consuming_queues(), "counts": stats.snapshot(),
+            "stuck": stats.stuck(),
         });
         if let Err(e) = crate::heartbeats::upsert(&pool, "ingest", instance, &host, &detail).await {
             tracing::warn!(error = %e, "cannot write the ingest heartbeat");

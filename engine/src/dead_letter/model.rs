@@ -47,6 +47,8 @@ pub struct DeadLetter {
     pub archived_reason: Option<String>,
     pub replay_of: Option<i64>,
     pub ingested_at: DateTime<Utc>,
+    /// What of the message the ingester could not read (see `unreadable`), in one line.
+    pub unreadable: Option<String>,
 }
 
 impl DeadLetter {
@@ -88,6 +90,7 @@ impl DeadLetter {
             archived_reason: None,
             replay_of: None,
             ingested_at: Utc::now(),
+            unreadable: None,
         }
     }
 

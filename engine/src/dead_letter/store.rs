@@ -69,7 +69,7 @@ pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<DeadLetter, StoreEr
             app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
             body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
             death_count, first_death_at, error_type, error_message, fingerprint, group_id,
-            status AS "status: Status", archived_reason, replay_of, ingested_at
+            status AS "status: Status", archived_reason, replay_of, ingested_at, unreadable
          FROM dead_letters WHERE id = $1"#,
         id
     )

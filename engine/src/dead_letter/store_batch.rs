@@ -61,6 +61,8 @@ pub struct NewDeadLetter {
     group_queue: String,
     /// `(plan, dead letter)` of the replay that sent it, when it is a replay that died again.
     replay_origin: Option<(i64, i64)>,
+    /// What of the message could not be read (see `unreadable`), in one line.
+    unreadable: Option<String>,
 }
 
 /// PostgreSQL `text` cannot hold NUL: a property or header carrying one would otherwise make
@@ -82,6 +84,19 @@ impl NewDeadLetter {
         let headers = r.headers_json();
         let replay_origin = crate::replay::lineage::replay_origin(r.properties.headers().as_ref());
         let p = &r.properties;
+        let text = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| x.as_str().to_string());
+        let unreadable = super::unreadable::note(
+            p.headers().as_ref(),
+            &[
+                ("message_id", text(p.message_id()).as_deref()),
+                ("correlation_id", text(p.correlation_id()).as_deref()),
+                ("content_type", text(p.content_type()).as_deref()),
+                ("type", text(p.kind()).as_deref()),
+                ("app_id", text(p.app_id()).as_deref()),
+                ("reply_to", text(p.reply_to()).as_deref()),
+            ],
+        )
+        .map(|n| pg_text(&n));
         let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| pg_text(x.as_str()));
         let o = |v: &Option<String>| v.as_deref().map(pg_text);
         // A timestamp PostgreSQL cannot hold (past year 262143) is stored as NULL rather than
@@ -118,6 +133,7 @@ impl NewDeadLetter {
             fingerprint: d.fingerprint,
             convention: d.convention,
             queue: pg_text(&r.queue),
+            unreadable,
             body: r.body,
             replay_origin,
         }
@@ -133,6 +149,62 @@ impl NewDeadLetter {
 
     pub fn body_len(&self) -> usize {
         self.body.len()
+    }
+
+    /// The same message reduced to what PostgreSQL cannot refuse, for one the store refused
+    /// again and again (`ingest::QUARANTINE_AFTER` times): the body and the natural key as
+    /// they are, every property and the typed header table kept as hex inside one
+    /// `x-unreadable-amqp-field` header, the text columns empty, and `why` in the note. The
+    /// queue then goes on, and the console shows the message as unreadable instead of a DLQ
+    /// that retries one message forever.
+    pub fn quarantined(&self, why: &str) -> Self {
+        let props = serde_json::json!({
+            "message_id": self.message_id, "correlation_id": self.correlation_id,
+            "content_type": self.content_type, "content_encoding": self.content_encoding,
+            "app_id": self.app_id, "type": self.msg_type, "user_id": self.user_id,
+            "cluster_id": self.cluster_id, "expiration": self.expiration, "reply_to": self.reply_to,
+            "headers": self.headers, "exchange": self.exchange, "routing_key": self.routing_key,
+        });
+        let raw = hex::encode(serde_json::to_vec(&props).unwrap_or_default());
+        let headers = serde_json::json!({ lapin::types::parsing::UNREADABLE_KEY: {"t": "table", "v": {
+            "reason": {"t": "longstr", "v": "the store refused this message; its properties and headers are kept as JSON in `json`"},
+            "json": {"t": "bytes", "hex": raw},
+        }}});
+        let why: String = why.chars().filter(|c| !c.is_control()).take(500).collect();
+        Self {
+            queue: self.queue.clone(),
+            natural_key: self.natural_key.clone(),
+            message_id: None,
+            correlation_id: None,
+            content_type: None,
+            content_encoding: None,
+            amqp_timestamp: None,
+            app_id: None,
+            msg_type: None,
+            user_id: None,
+            cluster_id: None,
+            delivery_mode: self.delivery_mode,
+            priority: self.priority,
+            expiration: None,
+            reply_to: None,
+            headers: Some(headers),
+            body: self.body.clone(),
+            exchange: String::new(),
+            routing_key: String::new(),
+            reason: self.reason,
+            original_queue: None,
+            original_exchange: None,
+            original_routing_keys: Vec::new(),
+            death_count: self.death_count,
+            first_death_at: None,
+            error_type: None,
+            error_message: None,
+            fingerprint: super::fingerprint::fingerprint(Some(&self.queue), "unreadable", None, None),
+            convention: None,
+            group_queue: self.queue.clone(),
+            replay_origin: None,
+            unreadable: Some(format!("stored raw: the store refused it repeatedly ({why})")),
+        }
     }
 }
 
@@ -197,24 +269,24 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
                 $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::smallint[],
                 $13::smallint[], $14::text[], $15::text[], $16::jsonb[], $17::bytea[], $18::text[], $19::text[],
                 $20::text[], $21::text[], $22::text[], $23::jsonb[], $24::bigint[], $25::timestamptz[],
-                $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bigint[], $32::text[])
+                $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bigint[], $32::text[], $33::text[])
                 WITH ORDINALITY AS r (queue, natural_key, message_id, correlation_id, content_type,
                 content_encoding, amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority,
                 expiration, reply_to, headers, body, exchange, routing_key, reason, original_queue,
                 original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
-                fingerprint, group_id, replay_plan, replay_of, convention, n)
+                fingerprint, group_id, replay_plan, replay_of, convention, unreadable, n)
          ), ins AS (
             INSERT INTO dead_letters (queue, natural_key, message_id, correlation_id, content_type,
                 content_encoding, amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority,
                 expiration, reply_to, headers, body, body_size, exchange, routing_key, reason, original_queue,
                 original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
-                fingerprint, group_id, replay_of, convention)
+                fingerprint, group_id, replay_of, convention, unreadable)
             SELECT r.queue, r.natural_key, r.message_id, r.correlation_id, r.content_type, r.content_encoding,
                 r.amqp_timestamp, r.app_id, r.msg_type, r.user_id, r.cluster_id, r.delivery_mode, r.priority,
                 r.expiration, r.reply_to, r.headers, r.body, octet_length(r.body), r.exchange, r.routing_key,
                 r.reason, r.original_queue, r.original_exchange,
                 ARRAY(SELECT jsonb_array_elements_text(r.original_routing_keys)), r.death_count, r.first_death_at,
-                r.error_type, r.error_message, r.fingerprint, r.group_id, i.dead_letter_id, r.convention
+                r.error_type, r.error_message, r.fingerprint, r.group_id, i.dead_letter_id, r.convention, r.unreadable
             FROM r
             -- A replay that died again names the replay item that sent it: link the new dead
             -- letter to the one replayed (lineage), only when that item exists here.
@@ -256,7 +328,8 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
         &group_ids as &[Option<i64>],
         &rows.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>() as &[Option<i64>],
         &rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>() as &[Option<i64>],
-        &rows.iter().map(|r| r.convention).collect::<Vec<_>>() as &[Option<&str>]
+        &rows.iter().map(|r| r.convention).collect::<Vec<_>>() as &[Option<&str>],
+        &opt(|r| r.unreadable.clone()) as &[Option<String>]
     )
     .fetch_all(&mut *conn)
     .await?;

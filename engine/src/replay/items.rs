@@ -130,7 +130,7 @@ pub async fn next_pending(pool: &PgPool, plan_id: i64, after_seq: i64, limit: i6
             app_id, msg_type, user_id, cluster_id, delivery_mode, priority, expiration, reply_to, headers, body,
             body_size, exchange, routing_key, reason, original_queue, original_exchange, original_routing_keys,
             death_count, first_death_at, error_type, error_message, fingerprint, group_id,
-            status AS "status: Status", archived_reason, replay_of, ingested_at
+            status AS "status: Status", archived_reason, replay_of, ingested_at, unreadable
          FROM dead_letters WHERE id = ANY($1)"#,
         &ids
     )

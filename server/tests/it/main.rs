@@ -17,6 +17,7 @@ mod dlq_cli;
 mod export;
 mod hardening;
 mod harness;
+mod hostile;
 mod metrics;
 mod pages;
 mod security;

@@ -43,6 +43,14 @@ pub struct QueueView {
     /// Its page in the RabbitMQ management UI; None when the management API is off.
     #[serde(default)]
     pub broker_link: Option<String>,
+    /// Awaiting dead letters the ingester could not read whole, and the newest one's note.
+    #[serde(default)]
+    pub unreadable: i64,
+    #[serde(default)]
+    pub unreadable_note: Option<String>,
+    /// Why a live ingester says this queue is not moving, when one does.
+    #[serde(default)]
+    pub stuck: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -150,6 +158,9 @@ pub struct DeadLetterView {
     /// The management UI, for links to the DLQ and the origin queue; None when it is off.
     #[serde(default)]
     pub broker: Option<types::routes::ManagementUi>,
+    /// What of the message the ingester could not read, when something.
+    #[serde(default)]
+    pub unreadable: Option<String>,
 }
 
 /// "Recognised: Spring AMQP RepublishMessageRecoverer", and what its headers say.

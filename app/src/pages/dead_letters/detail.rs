@@ -53,6 +53,13 @@ pub fn DeadLetterPage() -> impl IntoView {
                             {d.replay_of.map(|r| view! { <a class="underline" href=types::routes::dead_letter(r)>{format!("replay of #{r}")}</a> })}
                         </div>
                         <MessageBar d=d.clone() />
+                        {d.unreadable.clone().map(|note| view! {
+                            <div class="card px-3 py-2 mb-3 text-sm border-amber-500" role="note" data-testid="unreadable">
+                                <span class="font-semibold">"Not everything in this message could be read: "</span>{note}
+                                <p class="muted text-xs mt-1">"The rest is stored as received. What could not be read is kept, as bytes, in the header "
+                                    <code>"x-unreadable-amqp-field"</code>"; a replay sends that header in its place."</p>
+                            </div>
+                        })}
                         <div class="grid lg:grid-cols-2 gap-4">
                             <div class="flex flex-col gap-4">
                                 <div class="card">

@@ -12,7 +12,11 @@
 //! the consumer carries on. A failure that is not a refusal (connection lost, pool exhausted)
 //! parks the whole batch without trying each row.
 
-use std::{collections::VecDeque, sync::atomic::Ordering, time::Duration};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::atomic::Ordering,
+    time::Duration,
+};
 
 use anyhow::Context;
 use futures::future::BoxFuture;
@@ -40,13 +44,40 @@ pub(super) struct Pending {
 }
 
 /// Deliveries the store refused, each nacked (requeued) once its delay is over. They all
-/// wait the same delay, so the queue is in due order.
-#[derive(Default)]
+/// wait the same delay, so the queue is in due order. Also how often each message (by
+/// natural key) was refused, so a message refused [`QUARANTINE_AFTER`] times is stored in
+/// its quarantined form instead of retried forever.
 pub(super) struct Parked {
+    queue: String,
     waiting: VecDeque<(Instant, Acker)>,
+    refused: HashMap<String, u32>,
 }
 
+/// Refusals of one message after which it is stored raw (`NewDeadLetter::quarantined`): a
+/// passing fault (a deadlock, a constraint raced) clears within them; a poison row does not.
+pub const QUARANTINE_AFTER: u32 = 3;
+/// Messages whose refusals are remembered (a poison flood cannot grow the map further).
+const REFUSALS_REMEMBERED: usize = 10_000;
+
 impl Parked {
+    pub fn new(queue: &str) -> Self {
+        Self { queue: queue.to_string(), waiting: VecDeque::new(), refused: HashMap::new() }
+    }
+
+    /// Counts a refusal of the message with `key`; true when it is due for quarantine.
+    fn refused(&mut self, key: &str) -> bool {
+        if self.refused.len() >= REFUSALS_REMEMBERED && !self.refused.contains_key(key) {
+            self.refused.clear();
+        }
+        let n = self.refused.entry(key.to_string()).or_default();
+        *n += 1;
+        *n >= QUARANTINE_AFTER
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.refused.remove(key);
+    }
+
     fn park(&mut self, acker: Acker) {
         self.waiting.push_back((Instant::now() + STORE_RETRY_DELAY, acker));
     }
@@ -138,6 +169,9 @@ pub(super) async fn settle(
                 let started = Instant::now();
                 // Only now, with the rows committed, may RabbitMQ forget the messages.
                 ack_all(&ackers, parked.is_empty()).await?;
+                if parked.is_empty() {
+                    stats.note_flowing(&parked.queue);
+                }
                 // Stage timings, to see where a batch's time goes (RUST_LOG=engine=debug).
                 tracing::debug!(
                     stored = outcomes.iter().flatten().count(),
@@ -147,13 +181,16 @@ pub(super) async fn settle(
                     "batch stored"
                 );
             }
-            Err(e) if store_batch::is_refusal(&e) && rows.len() > 1 => {
-                tracing::warn!(error = %e, "the batch was refused; storing its deliveries one at a time");
+            Err(e) if store_batch::is_refusal(&e) => {
+                if rows.len() > 1 {
+                    tracing::warn!(error = %e, "the batch was refused; storing its deliveries one at a time");
+                }
                 one_at_a_time(pool, ackers, rows, stats, parked).await?;
             }
             Err(e) => {
                 stats.store_errors.fetch_add(rows.len() as u64, Ordering::Relaxed);
                 tracing::warn!(error = %e, "cannot store the batch; requeueing its deliveries after a delay");
+                stats.note_stuck(&parked.queue, &format!("cannot store: {e}"));
                 for (acker, _) in ackers {
                     parked.park(acker);
                 }
@@ -202,6 +239,7 @@ async fn one_at_a_time(
         match store_batch::insert_committed(pool, std::slice::from_ref(&row)).await {
             Ok(outcome) => {
                 count(stats, &outcome);
+                parked.forget(row.natural_key());
                 acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
             }
             Err(e) => {
@@ -215,6 +253,21 @@ async fn one_at_a_time(
                     "cannot store the dead letter; requeueing it after a delay"
                 );
                 reachable = store_batch::is_refusal(&e);
+                if reachable && parked.refused(row.natural_key()) {
+                    let raw = row.quarantined(&e.to_string());
+                    match store_batch::insert_committed(pool, std::slice::from_ref(&raw)).await {
+                        Ok(outcome) => {
+                            count(stats, &outcome);
+                            stats.quarantined.fetch_add(1, Ordering::Relaxed);
+                            parked.forget(row.natural_key());
+                            tracing::warn!(tag, bytes = row.body_len(), "refused repeatedly: stored raw, as unreadable");
+                            acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
+                            continue;
+                        }
+                        Err(e) => tracing::warn!(error = %e, tag, "even its raw form was refused"),
+                    }
+                }
+                stats.note_stuck(&parked.queue, &format!("a message the store refuses: {e}"));
                 parked.park(acker);
             }
         }

@@ -72,6 +72,8 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
     let ui = engine::management::ui_for_dead_letters(&state.settings);
     let all = engine::dead_letter::depth::series_of(&state.pool, &names, now - chrono::Duration::hours(1)).await?;
     let inflow = engine::dead_letter::inflow::last_hour(&state.pool, now).await?;
+    let mut unreadable = engine::dead_letter::queue_health::unreadable_by_queue(&state.pool).await?;
+    let mut stuck = engine::dead_letter::queue_health::stuck_by_queue(&state.pool).await?;
     let mut out = Vec::new();
     for name in names {
         let sample = latest.iter().find(|s| s.queue == name);
@@ -87,6 +89,9 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
             watching: watching.contains(&name),
             ingested: ingesting.contains(&name),
             broker_link: ui.as_ref().map(|u| u.queue(&name)),
+            unreadable: unreadable.get(&name).map(|u| u.count).unwrap_or(0),
+            unreadable_note: unreadable.remove(&name).map(|u| u.latest),
+            stuck: stuck.remove(&name),
             queue: name,
         });
     }
@@ -348,6 +353,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
         broker: engine::management::ui_for_dead_letters(&state.settings),
         message_id: d.message_id.clone(),
         queue: d.queue.clone(),
+        unreadable: d.unreadable.clone(),
     })
 }
 
