@@ -19,7 +19,7 @@
 //! the connection requeues it, and its redelivery is stored then.
 
 use std::{
-    collections::{BTreeSet, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -44,6 +44,8 @@ use super::{Received, store_batch::NewDeadLetter, watch};
 use crate::{group_commit::Batch, settings::IngestSettings};
 
 mod batch;
+
+pub use batch::QUARANTINE_AFTER;
 
 /// How long a delivery that could not be stored waits before it is requeued: long enough
 /// not to spin on a database that is down, short enough to resume quickly.

@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn a_table_nested_ten_thousand_deep_parses_without_recursing_past_the_bound() {
-        let (rest, t) = parse_field_table(&nested(10_000)[..]).expect("parses");
+        let wire = nested(10_000);
+        let (rest, t) = parse_field_table(&wire[..]).expect("parses");
         assert!(rest.is_empty());
         let n = note(Some(&t), &[]).expect("a note");
         assert!(n.contains("nested too deep"), "{n}");
@@ -116,7 +117,8 @@ mod tests {
 
     #[test]
     fn a_table_within_the_bound_is_read_whole_and_has_no_note() {
-        let (_, t) = parse_field_table(&nested(MAX_NESTING - 1)[..]).expect("parses");
+        let wire = nested(MAX_NESTING - 1);
+        let (_, t) = parse_field_table(&wire[..]).expect("parses");
         assert_eq!(note(Some(&t), &[]), None);
         assert_eq!(crate::dead_letter::headers::table_from_json(&super::super::headers::table_to_json(&t)), Ok(t));
     }

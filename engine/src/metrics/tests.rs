@@ -118,7 +118,15 @@ fn every_line_parses_and_every_family_has_help_and_type() {
     let text = render(
         &input(),
         Counters {
-            ingest: Some(IngestCounts { received: 9, stored: 8, duplicates: 1, store_errors: 0, batches: 2 }),
+            ingest: Some(IngestCounts {
+                received: 9,
+                stored: 8,
+                duplicates: 1,
+                store_errors: 0,
+                batches: 2,
+                quarantined: 1,
+                stuck_queues: 1,
+            }),
             ..Counters::default()
         },
     );
@@ -134,6 +142,8 @@ fn every_line_parses_and_every_family_has_help_and_type() {
     );
     assert_eq!(value(&samples, "revenant_outbox_source_up", Some(("source", "legacy"))), Some(0.0));
     assert_eq!(value(&samples, "revenant_ingest_stored_total", None), Some(8.0));
+    assert_eq!(value(&samples, "revenant_ingest_quarantined_total", None), Some(1.0));
+    assert_eq!(value(&samples, "revenant_ingest_queues_stuck", None), Some(1.0));
     assert_eq!(value(&samples, "revenant_alert_rules", Some(("state", "firing"))), Some(1.0));
     assert!(!text.contains("revenant_relay_"), "no relay here, no relay families");
 }

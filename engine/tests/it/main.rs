@@ -18,6 +18,7 @@ mod inflow;
 mod ingest;
 mod ingest_batch;
 mod ingest_corpus;
+mod ingest_hostile;
 mod ingest_watch;
 mod list_body_search;
 mod previous_page;

@@ -47,7 +47,10 @@ async fn queue_messages(vhost: &str, queue: &str) -> Option<i64> {
     r.json::<serde_json::Value>().await.ok()?.get("messages")?.as_i64()
 }
 
-/// The hostile messages, by message id; each must be stored and shown.
+/// The hostile messages, by message id; each must be stored and shown. (A table with an unknown
+/// type tag or a length past its end never reaches a queue: RabbitMQ closes the publisher's
+/// connection with INTERNAL_ERROR. The parser's handling of those is unit-tested in
+/// `engine::dead_letter::unreadable`.)
 fn hostile() -> Vec<RawMessage> {
     let m = |id: &str, headers: Vec<u8>, body: Vec<u8>| RawMessage { headers, message_id: id.into(), body };
     let nul_crlf = table(&[(b"a\0b\r\nc", long_str(b"x\0\r\ny")), (b"\r\n", long_str(b"\0"))]);
@@ -63,7 +66,6 @@ fn hostile() -> Vec<RawMessage> {
         m("body-10mb", table(&[]), vec![b'b'; 10 * 1024 * 1024]),
         m("every-type", every_type(), b"{}".to_vec()),
         m("arrays", table(&[(b"empty", array(&[])), (b"huge", array(&huge_array))]), b"{}".to_vec()),
-        m("unknown-type", table(&[(b"bad", nested_value(table(&[(b"x", vec![b'!', 0, 0])]))), (b"good", long_str(b"g"))]), b"{}".to_vec()),
     ]
 }
 
@@ -150,7 +152,6 @@ async fn hostile_frames_in_a_watched_dlq_are_stored_and_the_queue_keeps_flowing(
     }
     assert!(note("name-not-utf8").is_some_and(|n| n.contains("is not UTF-8")), "{:?}", note("name-not-utf8"));
     assert!(note("arrays").is_some_and(|n| n.contains("too many entries")), "{:?}", note("arrays"));
-    assert!(note("unknown-type").is_some_and(|n| n.starts_with("header `bad`: field table malformed")));
     for readable in ["every-type", "value-not-utf8", "nul-and-crlf", "header-120kb", "body-10mb", "ok-0"] {
         assert_eq!(note(readable), None, "{readable} was read whole");
     }
@@ -181,7 +182,7 @@ async fn hostile_frames_in_a_watched_dlq_are_stored_and_the_queue_keeps_flowing(
     assert_eq!(text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count(), expected.len(), "every line");
     let cards = client.get(format!("{base}/dead-letters")).send().await.expect("cards");
     let html = cards.text().await.expect("cards body");
-    assert!(html.contains("6 unreadable messages"), "the DLQ card counts them");
+    assert!(html.contains("5 unreadable messages"), "the DLQ card counts them");
 
     kill9(&mut serve);
     delete_vhost(&vhost).await;

@@ -272,5 +272,8 @@ async fn one_at_a_time(
             }
         }
     }
+    if parked.is_empty() {
+        stats.note_flowing(&parked.queue);
+    }
     Ok(())
 }
