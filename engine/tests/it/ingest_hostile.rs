@@ -24,8 +24,12 @@ async fn a_message_the_store_refuses_again_and_again_is_stored_raw_and_the_queue
         .unwrap();
     let t = Topology::new(&[]).await;
     for id in ["before", "poison", "after"] {
-        t.publish(&t.dlq, format!("{{\"id\":\"{id}\"}}").as_bytes(), BasicProperties::default().with_message_id(id.into()))
-            .await;
+        t.publish(
+            &t.dlq,
+            format!("{{\"id\":\"{id}\"}}").as_bytes(),
+            BasicProperties::default().with_message_id(id.into()),
+        )
+        .await;
     }
     let cfg = IngestSettings {
         queues: vec![t.dlq.clone()],
@@ -82,28 +86,24 @@ async fn headers_stored_too_deep_to_read_back_are_repaired_and_keep_their_json()
         deep = format!(r#"{{"t":"table","v":{{"a":{deep}}}}}"#);
     }
     let headers = format!(r#"{{"x-deep":{deep}}}"#);
-    let id: i64 = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO dead_letters (queue, natural_key, body, body_size, headers, exchange, routing_key, reason, fingerprint)
          VALUES ('legacy.dlq', 'k-legacy', 'x', 1, $1::text::jsonb, '', 'legacy.dlq', 'rejected', 'fp') RETURNING id",
+        &headers
     )
-    .bind(&headers)
     .fetch_one(&db.pool)
     .await
     .unwrap();
     assert!(store::get(&db.pool, id).await.is_err(), "unreadable before the repair");
-    let repaired: i64 = sqlx::query_scalar!(r#"SELECT dead_letters_repair_deep_headers() AS "n!""#)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let repaired: i64 =
+        sqlx::query_scalar!(r#"SELECT dead_letters_repair_deep_headers() AS "n!""#).fetch_one(&db.pool).await.unwrap();
     assert_eq!(repaired, 1);
     let d = store::get(&db.pool, id).await.expect("reads back");
     assert!(d.unreadable.as_deref().is_some_and(|n| n.contains("nested deeper than the console reads")));
     let kept = d.headers.as_ref().and_then(|h| h["x-unreadable-amqp-field"]["v"]["json"]["v"].as_str()).unwrap();
     assert!(kept.starts_with(r#"{"x-deep": {"t": "table""#), "{}", &kept[..40]);
-    let again: i64 = sqlx::query_scalar!(r#"SELECT dead_letters_repair_deep_headers() AS "n!""#)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let again: i64 =
+        sqlx::query_scalar!(r#"SELECT dead_letters_repair_deep_headers() AS "n!""#).fetch_one(&db.pool).await.unwrap();
     assert_eq!(again, 0, "a repaired row is shallow");
     db.drop_db().await;
 }

@@ -132,18 +132,19 @@ async fn hostile_frames_in_a_watched_dlq_are_stored_and_the_queue_keeps_flowing(
             .flatten()
             .unwrap_or(0)
     };
-    wait_until("every message stored", Duration::from_secs(60), async || stored().await == expected.len() as i64)
-        .await;
+    wait_until("every message stored", Duration::from_secs(60), async || stored().await == expected.len() as i64).await;
     assert!(serve.try_wait().expect("serve").is_none(), "serve is still running");
     wait_until("the DLQ drained", Duration::from_secs(20), async || queue_messages(&vhost, queue).await == Some(0))
         .await;
 
     let rows: Vec<(i64, Option<String>, Option<String>)> =
-        sqlx::query_as("SELECT id, message_id, unreadable FROM dead_letters WHERE queue = $1 ORDER BY id")
-            .bind(queue)
+        sqlx::query!("SELECT id, message_id, unreadable FROM dead_letters WHERE queue = $1 ORDER BY id", queue)
             .fetch_all(&db.pool)
             .await
-            .expect("rows");
+            .expect("rows")
+            .into_iter()
+            .map(|r| (r.id, r.message_id, r.unreadable))
+            .collect();
     let ids: Vec<String> = rows.iter().filter_map(|r| r.1.clone()).collect();
     assert_eq!(ids, expected, "every message, in the queue's order");
     let note = |id: &str| rows.iter().find(|r| r.1.as_deref() == Some(id)).and_then(|r| r.2.clone());

@@ -260,7 +260,11 @@ async fn one_at_a_time(
                             count(stats, &outcome);
                             stats.quarantined.fetch_add(1, Ordering::Relaxed);
                             parked.forget(row.natural_key());
-                            tracing::warn!(tag, bytes = row.body_len(), "refused repeatedly: stored raw, as unreadable");
+                            tracing::warn!(
+                                tag,
+                                bytes = row.body_len(),
+                                "refused repeatedly: stored raw, as unreadable"
+                            );
                             acker.ack(BasicAckOptions::default()).await.context("ack failed")?;
                             continue;
                         }

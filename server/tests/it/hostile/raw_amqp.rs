@@ -107,7 +107,10 @@ impl RawPublisher {
             if (c, m) == (10, 50) || (c, m) == (20, 40) {
                 let text_len = p.get(6).copied().unwrap_or(0) as usize;
                 let text = String::from_utf8_lossy(p.get(7..7 + text_len).unwrap_or_default());
-                return Err(bad(format!("the broker closed the {}: {text}", if c == 10 { "connection" } else { "channel" })));
+                return Err(bad(format!(
+                    "the broker closed the {}: {text}",
+                    if c == 10 { "connection" } else { "channel" }
+                )));
             }
             if ch == channel && c == class && m == id {
                 return Ok(p);
