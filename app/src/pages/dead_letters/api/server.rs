@@ -252,6 +252,21 @@ async fn outbox_origin(sources: &[engine::sources::Source], message_id: &str) ->
     None
 }
 
+/// Characters of one header value the table shows; "Copy headers" copies them all.
+const HEADER_VALUE_CHARS: usize = 2_000;
+
+/// A header value cut for the table (a 120 KB value or an unreadable part's hex would make the
+/// page as tall as the value), saying how much is left out.
+fn shorten(value: String) -> String {
+    match value.char_indices().nth(HEADER_VALUE_CHARS) {
+        Some((cut, _)) => {
+            let rest = value[cut..].chars().count();
+            format!("{}… ({rest} more characters: \"Copy headers\" copies them all)", &value[..cut])
+        }
+        None => value,
+    }
+}
+
 pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
     let state = crate::state::app_state()?;
     let d = store::get(&state.pool, id).await.map_err(|e| match e {
@@ -270,7 +285,7 @@ pub async fn detail(id: i64, full: bool) -> Result<DeadLetterView, AppError> {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            headers_rows.push(HeaderRow { name: k.clone(), kind, value });
+            headers_rows.push(HeaderRow { name: k.clone(), kind, value: shorten(value) });
             shown.insert(k.clone(), p);
         }
         let table = headers::table_from_json(&Value::Object(map.clone())).ok();
@@ -489,4 +504,18 @@ pub async fn purge_count(q: &DlQuery, older_than_days: &str) -> Result<PurgeCoun
     let (f, days) = (filter(q)?, days(older_than_days)?);
     let (n, capped) = engine::triage::purge_count(&state.pool, days, &f, 100_000).await.map_err(triage_error)?;
     Ok(PurgeCountView { count: n, text: crate::format::count(n, capped), days })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_header_value_is_cut_for_the_table_and_says_how_much_is_left() {
+        let long = "é".repeat(HEADER_VALUE_CHARS + 5);
+        let shown = shorten(long);
+        assert!(shown.starts_with(&"é".repeat(HEADER_VALUE_CHARS)));
+        assert!(shown.ends_with("… (5 more characters: \"Copy headers\" copies them all)"), "{shown}");
+        assert_eq!(shorten("short".into()), "short");
+    }
 }
