@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn a_table_nested_ten_thousand_deep_parses_without_recursing_past_the_bound() {
-        let (rest, t) = parse_field_table(&nested(10_000)[..]).expect("parses");
+        let wire = nested(10_000);
+        let (rest, t) = parse_field_table(&wire[..]).expect("parses");
         assert!(rest.is_empty());
         let n = note(Some(&t), &[]).expect("a note");
         assert!(n.contains("nested too deep"), "{n}");
@@ -133,6 +134,21 @@ mod tests {
         assert_eq!(n, "header name `\u{FFFD}\u{FFFD}` is not UTF-8 (shown with U+FFFD)");
         // A value keeps its exact bytes.
         assert_eq!(t.inner().get("ok"), Some(&AMQPValue::LongString(vec![0xc3].into())));
+    }
+
+    #[test]
+    fn a_long_header_name_that_is_not_utf8_is_cut_to_what_a_short_string_holds() {
+        // 255 invalid bytes: 765 bytes of U+FFFD, past a short string's 255 (this panicked).
+        let mut content = vec![255];
+        content.extend([0xff; 255]);
+        content.push(b'V');
+        let mut wire = (content.len() as u32).to_be_bytes().to_vec();
+        wire.extend(content);
+        let (_, t) = parse_field_table(&wire[..]).expect("parses");
+        let name = t.inner().keys().next().expect("one entry").as_str();
+        assert_eq!(name, "\u{FFFD}".repeat(85));
+        let back = crate::dead_letter::headers::table_from_json(&crate::dead_letter::headers::table_to_json(&t));
+        assert_eq!(back, Ok(t));
     }
 
     #[test]
