@@ -264,6 +264,16 @@ mod tests {
     }
 
     #[test]
+    fn a_double_reads_back_from_json_text_as_the_very_same_double() {
+        // -943718.1000000001 read back as -943718.1 without serde_json's float_roundtrip.
+        for f in [f64::from_bits(0xc12c_cccc_3333_3334), 0.1 + 0.2, 5e-324, f64::MAX, 1.0000000000000002] {
+            let json = value_to_json(&AMQPValue::Double(f));
+            let text = serde_json::to_string(&json).unwrap();
+            assert_eq!(value_from_json(&serde_json::from_str(&text).unwrap()), Ok(AMQPValue::Double(f)), "{text}");
+        }
+    }
+
+    #[test]
     fn each_value_keeps_its_amqp_type_in_json() {
         let json = table_to_json(&every_type());
         assert_eq!(json["i16"], json!({"t": "i16", "v": -32768}));
