@@ -181,6 +181,31 @@ mod tests {
         assert!(n.contains("too many entries"), "{n}");
     }
 
+    /// The inputs the fuzz targets once failed on (fuzz/regressions/, docs/FUZZING.md).
+    fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions").join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+        entries.map(|e| e.unwrap().path()).map(|p| (p.display().to_string(), std::fs::read(&p).unwrap())).collect()
+    }
+
+    #[test]
+    fn the_fuzzers_regression_tables_parse_note_and_round_trip_through_json_text() {
+        use crate::dead_letter::headers::{table_from_json, table_to_json};
+        for (path, bytes) in regressions("field_table") {
+            let Ok((_, t)) = parse_field_table(&bytes[..]) else { continue };
+            let _ = note(Some(&t), &[]);
+            let json = table_to_json(&t);
+            let stored = serde_json::from_str(&serde_json::to_string(&json).unwrap()).unwrap();
+            let back = table_from_json(&stored).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(table_to_json(&back), json, "{path}");
+        }
+        for (_, bytes) in regressions("typed_json") {
+            if let Ok(json) = serde_json::from_slice(&bytes) {
+                let _ = table_from_json(&json);
+            }
+        }
+    }
+
     #[test]
     fn a_property_with_a_replacement_character_is_named() {
         let n = note(None, &[("message_id", Some("a\u{FFFD}b")), ("app_id", None)]).expect("a note");
