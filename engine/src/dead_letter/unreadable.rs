@@ -198,6 +198,8 @@ mod tests {
             let stored = serde_json::from_str(&serde_json::to_string(&json).unwrap()).unwrap();
             let back = table_from_json(&stored).unwrap_or_else(|e| panic!("{path}: {e}"));
             assert_eq!(table_to_json(&back), json, "{path}");
+            // Debug text: a NaN equals a NaN there, and -0 differs from 0, as in the typed JSON.
+            assert_eq!(format!("{back:?}"), format!("{t:?}"), "{path}");
         }
         for (_, bytes) in regressions("typed_json") {
             if let Ok(json) = serde_json::from_slice(&bytes) {
