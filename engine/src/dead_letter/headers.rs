@@ -26,8 +26,9 @@ pub fn table_to_json(table: &FieldTable) -> Value {
     for (k, v) in table.inner() {
         let mut typed = value_to_json(v);
         let key = k.as_str();
-        if key.contains('\0') {
-            // jsonb cannot store NUL in a key: keep the real key beside the value.
+        // jsonb cannot store NUL in a key: keep the real key beside the value. A key that looks
+        // like such a placeholder is kept so too, or the two would share one JSON key.
+        if key.contains('\0') || key.starts_with("\\x") {
             if let Value::Object(o) = &mut typed {
                 o.insert("k".into(), json!(hex::encode(key.as_bytes())));
             }
@@ -261,6 +262,27 @@ mod tests {
             Some(AMQPValue::Double(f)) => assert!(f.is_sign_negative()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_double_reads_back_from_json_text_as_the_very_same_double() {
+        // -943718.1000000001 read back as -943718.1 without serde_json's float_roundtrip.
+        for f in [f64::from_bits(0xc12c_cccc_3333_3334), 0.1 + 0.2, 5e-324, f64::MAX, 1.0000000000000002] {
+            let json = value_to_json(&AMQPValue::Double(f));
+            let text = serde_json::to_string(&json).unwrap();
+            assert_eq!(value_from_json(&serde_json::from_str(&text).unwrap()), Ok(AMQPValue::Double(f)), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_key_spelled_like_a_nul_keys_placeholder_does_not_take_its_place() {
+        // `\x6100` is the placeholder of "a\0": both used to land on one JSON key.
+        let mut t = FieldTable::default();
+        t.insert("a\0".into(), AMQPValue::LongInt(1));
+        t.insert("\\x6100".into(), AMQPValue::LongInt(2));
+        let json = table_to_json(&t);
+        assert_eq!(json.as_object().map(Map::len), Some(2));
+        assert_eq!(table_from_json(&json), Ok(t));
     }
 
     #[test]

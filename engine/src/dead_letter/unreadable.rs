@@ -138,6 +138,21 @@ mod tests {
     }
 
     #[test]
+    fn a_long_header_name_that_is_not_utf8_is_cut_to_what_a_short_string_holds() {
+        // 255 invalid bytes: 765 bytes of U+FFFD, past a short string's 255 (this panicked).
+        let mut content = vec![255];
+        content.extend([0xff; 255]);
+        content.push(b'V');
+        let mut wire = (content.len() as u32).to_be_bytes().to_vec();
+        wire.extend(content);
+        let (_, t) = parse_field_table(&wire[..]).expect("parses");
+        let name = t.inner().keys().next().expect("one entry").as_str();
+        assert_eq!(name, "\u{FFFD}".repeat(85));
+        let back = crate::dead_letter::headers::table_from_json(&crate::dead_letter::headers::table_to_json(&t));
+        assert_eq!(back, Ok(t));
+    }
+
+    #[test]
     fn an_unknown_type_tag_makes_only_its_table_unreadable() {
         // { "bad": { "x": <type '!'> }, "good": 1i8 }
         let inner = [1, b'x', b'!', 0, 0];
@@ -165,6 +180,33 @@ mod tests {
         let (_, t) = parse_field_table(&wire[..]).expect("parses");
         let n = note(Some(&t), &[]).expect("a note");
         assert!(n.contains("too many entries"), "{n}");
+    }
+
+    /// The inputs the fuzz targets once failed on (fuzz/regressions/, docs/FUZZING.md).
+    fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions").join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+        entries.map(|e| e.unwrap().path()).map(|p| (p.display().to_string(), std::fs::read(&p).unwrap())).collect()
+    }
+
+    #[test]
+    fn the_fuzzers_regression_tables_parse_note_and_round_trip_through_json_text() {
+        use crate::dead_letter::headers::{table_from_json, table_to_json};
+        for (path, bytes) in regressions("field_table") {
+            let Ok((_, t)) = parse_field_table(&bytes[..]) else { continue };
+            let _ = note(Some(&t), &[]);
+            let json = table_to_json(&t);
+            let stored = serde_json::from_str(&serde_json::to_string(&json).unwrap()).unwrap();
+            let back = table_from_json(&stored).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(table_to_json(&back), json, "{path}");
+            // Debug text: a NaN equals a NaN there, and -0 differs from 0, as in the typed JSON.
+            assert_eq!(format!("{back:?}"), format!("{t:?}"), "{path}");
+        }
+        for (_, bytes) in regressions("typed_json") {
+            if let Ok(json) = serde_json::from_slice(&bytes) {
+                let _ = table_from_json(&json);
+            }
+        }
     }
 
     #[test]

@@ -228,6 +228,9 @@ pub fn parse_decimal_value<I: ParsableInput>(i: I) -> ParserResult<I, DecimalVal
 /// the whole frame: a failed frame closes the connection, and the message that carries it is
 /// redelivered to the next connection, forever. A short string *value* in a table keeps its
 /// exact bytes (see [`parse_raw_value`]); names and properties cannot, as their type is `String`.
+/// Each invalid byte becomes three (U+FFFD), so the lossy text is cut back to the 255 bytes a
+/// short string holds (at a character boundary): `ShortString::from` panics past that, which
+/// would take down the thread reading the socket (found by fuzzing: docs/FUZZING.md).
 pub fn parse_short_string<I: ParsableInput>(i: I) -> ParserResult<I, ShortString> {
     context(
         "parse_short_string",
@@ -235,7 +238,15 @@ pub fn parse_short_string<I: ParsableInput>(i: I) -> ParserResult<I, ShortString
             let bytes: Vec<u8> = i.iter_elements().collect();
             ShortString::from(match String::from_utf8(bytes) {
                 Ok(s) => s,
-                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                Err(e) => {
+                    let mut s = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                    let mut end = s.len().min(MAX_SHORT_STRING_LENGTH);
+                    while !s.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    s.truncate(end);
+                    s
+                }
             })
         }),
     )
