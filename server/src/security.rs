@@ -216,17 +216,20 @@ pub async fn authenticate(
 
 /// Where a signed-out caller goes once signed in: back where they were, except that a download
 /// (`export`) sends them to the page it downloads from, with the same filter: the console's
-/// redirect after signing in navigates inside the app, which cannot fetch a file.
+/// redirect after signing in navigates inside the app, which cannot fetch a file. The same
+/// check as after sign-in (`safe_next`) applies, so the sign-in link never carries a `next`
+/// off the console (a request for `//evil.example/` is asked to sign in, then lands on `/`).
 fn after_sign_in(path: &str, query: Option<&str>) -> String {
     use types::routes::seg::{DEAD_LETTERS, EXPORT};
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let download =
         path.strip_prefix(&format!("/{DEAD_LETTERS}")).and_then(|rest| rest.strip_suffix(&format!("/{EXPORT}")));
-    match download {
+    let target = match download {
         Some("") => format!("/{DEAD_LETTERS}{query}"),
         Some(id) => format!("/{DEAD_LETTERS}{id}"),
         None => format!("{path}{query}"),
-    }
+    };
+    app::auth::safe_next(&target)
 }
 
 /// Leptos answers every server-function error with 500; give the caller the status the error
@@ -291,6 +294,14 @@ mod tests {
         assert_eq!(after_sign_in("/dead-letters/42/export.ndjson", None), "/dead-letters/42");
         assert_eq!(after_sign_in("/outbox", Some("bucket=failed")), "/outbox?bucket=failed");
         assert_eq!(after_sign_in("/dead-letters/42", None), "/dead-letters/42");
+    }
+
+    #[test]
+    fn the_sign_in_link_never_carries_a_next_off_the_console() {
+        for path in ["//evil.example/", "/.//evil.example/", "/%2f%2fevil.example", "/%5cevil.example"] {
+            assert_eq!(after_sign_in(path, None), "/", "{path}");
+        }
+        assert_eq!(after_sign_in("/outbox", Some("source=a%2Fb")), "/outbox?source=a%2Fb");
     }
 
     #[test]
