@@ -19,4 +19,5 @@ mod hardening;
 mod harness;
 mod metrics;
 mod pages;
+mod probe;
 mod security;
