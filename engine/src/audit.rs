@@ -2,13 +2,20 @@
 //!
 //! Policy: callers write the entry with the same executor (transaction) as the effect it
 //! describes, so an action and its record commit or roll back together. Nothing updates or
-//! deletes entries.
+//! deletes entries. Every role reads the log, but the detail of an action in
+//! [`ADMIN_ONLY_DETAIL`] is read by admins only: the list blanks it for anyone else, and a
+//! text search by anyone else does not look into it (else matching rows would tell it).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgExecutor, Postgres, QueryBuilder};
 
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
+
+/// Actions whose detail only admins read: a webhook "Send test"'s HTTP code, transport error
+/// and host, which only admins see of a real delivery too (`alerts`). Others see the entry
+/// and its outcome (`ok` / `failed`).
+pub const ADMIN_ONLY_DETAIL: &[&str] = &["alert.test"];
 
 /// Who acts, from where: what every audit entry needs.
 pub struct Actor<'a> {
@@ -81,13 +88,32 @@ pub struct AuditFilter {
     pub after_id: Option<i64>,
 }
 
-/// A page of entries, newest first; one more than `limit` is fetched to tell if more exist
-/// (older ones, or with `after_id`, newer ones: that page is read upwards, then reversed).
-pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
-    // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
+/// Whether `reader` may read the detail of the row at hand, as SQL (see the module policy).
+fn push_detail_readable(q: &mut QueryBuilder<Postgres>, reader: Role) {
+    if reader.at_least(Role::Admin) {
+        q.push("true");
+    } else {
+        let hidden: Vec<String> = ADMIN_ONLY_DETAIL.iter().map(|a| a.to_string()).collect();
+        q.push("action <> ALL(").push_bind(hidden).push(")");
+    }
+}
+
+/// A page of entries as `reader` may read them, newest first; one more than `limit` is
+/// fetched to tell if more exist (older ones, or with `after_id`, newer ones: that page is read
+/// upwards, then reversed).
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    f: &AuditFilter,
+    reader: Role,
+    limit: i64,
+) -> Result<(Vec<AuditRow>, bool), sqlx::Error> {
+    // Runtime-checked: the WHERE clause depends on which filters and cursor are given, and
+    // which details are readable on the reader's role.
     let mut q = QueryBuilder::<Postgres>::new(
-        "SELECT id, at, actor, actor_role, source_ip, action, target, filter, item_count, outcome, detail FROM audit_log WHERE true",
+        "SELECT id, at, actor, actor_role, source_ip, action, target, filter, item_count, outcome, CASE WHEN ",
     );
+    push_detail_readable(&mut q, reader);
+    q.push(" THEN detail END AS detail FROM audit_log WHERE true");
     if let Some(a) = &f.actor {
         q.push(" AND actor = ").push_bind(a.clone());
     }
@@ -97,7 +123,9 @@ pub async fn list(db: impl PgExecutor<'_>, f: &AuditFilter, limit: i64) -> Resul
     if let Some(t) = &f.text {
         let pat = format!("%{}%", t.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
         q.push(" AND (coalesce(target, '') ILIKE ").push_bind(pat.clone());
-        q.push(" OR coalesce(detail::text, '') ILIKE ").push_bind(pat).push(")");
+        q.push(" OR (");
+        push_detail_readable(&mut q, reader);
+        q.push(" AND coalesce(detail::text, '') ILIKE ").push_bind(pat).push("))");
     }
     let upwards = match (f.before_id, f.after_id) {
         (Some(b), _) => {

@@ -7,8 +7,9 @@
 //! the TCP peer is one of `auth.trusted_proxies`; the client address is the peer's, or the one
 //! a trusted proxy forwards in `X-Forwarded-For`. (3) Server functions are POST only and are
 //! checked against `app::policy` before they parse their arguments; an endpoint missing there
-//! is refused; a body over `API_BODY_LIMIT` is 413 and a NUL byte in a field is 400 naming the
-//! field, before the function runs. (4) Every page but the sign-in page needs a signed-in user.
+//! is refused; a body over `API_BODY_LIMIT` is 413, and a NUL byte (whatever the body's
+//! content type) or a body that is not UTF-8 is 400, before the function runs. (4) Every page
+//! but the sign-in page needs a signed-in user.
 //! (5) When `public_url` or `auth.allowed_origins` is set, a `Host` not among them is refused
 //! (DNS rebinding), except on the probes. (6) HSTS is sent when `auth.secure_cookies` is on.
 
@@ -106,28 +107,38 @@ pub async fn hosts(State(state): State<ServerState>, req: Request<Body>, next: N
         .into_response()
 }
 
-/// The first field of a form or JSON body holding a NUL byte (PostgreSQL text cannot).
+/// Where a request body holds a NUL byte (PostgreSQL text cannot), whatever its declared
+/// type: every server function here decodes its body as a form whatever its `Content-Type`
+/// (Leptos' `PostUrl`), so a `text/plain`, multipart or CBOR body reaches the same fields. The
+/// answer names the field (a JSON path for JSON), or the body when no field name can be told.
 fn nul_field(content_type: &str, body: &[u8]) -> Option<String> {
-    if content_type.starts_with("application/x-www-form-urlencoded") {
-        return url::form_urlencoded::parse(body)
-            .find(|(k, v)| k.contains('\0') || v.contains('\0'))
-            .map(|(k, _)| k.into_owned());
+    const BODY: &str = "request body";
+    let json = content_type.trim_start().get(..16).is_some_and(|t| t.eq_ignore_ascii_case("application/json"));
+    if json && let Some(at) = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| json_nul("", &v)) {
+        return Some(at);
     }
-    if content_type.starts_with("application/json") {
-        fn walk(path: &str, v: &serde_json::Value) -> Option<String> {
-            match v {
-                serde_json::Value::String(s) => s.contains('\0').then(|| path.to_string()),
-                serde_json::Value::Array(a) => a.iter().find_map(|v| walk(path, v)),
-                serde_json::Value::Object(o) => o.iter().find_map(|(k, v)| {
-                    let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                    if k.contains('\0') { Some(at) } else { walk(&at, v) }
-                }),
-                _ => None,
-            }
-        }
-        return serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| walk("", &v));
+    if let Some((k, _)) = url::form_urlencoded::parse(body).find(|(k, v)| k.contains('\0') || v.contains('\0')) {
+        return Some(if field_name(&k) { k.into_owned() } else { BODY.into() });
     }
-    None
+    body.contains(&0).then(|| BODY.into())
+}
+
+fn json_nul(path: &str, v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => s.contains('\0').then(|| path.to_string()),
+        serde_json::Value::Array(a) => a.iter().find_map(|v| json_nul(path, v)),
+        serde_json::Value::Object(o) => o.iter().find_map(|(k, v)| {
+            let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            if k.contains('\0') { Some(at) } else { json_nul(&at, v) }
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a form key reads as one of our fields (`username`, `q[queue]`), not as the raw
+/// text of a body of another type.
+fn field_name(k: &str) -> bool {
+    !k.is_empty() && k.len() <= 64 && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-.[]".contains(c))
 }
 
 /// Reads a server function's body within the limit and refuses NUL bytes in its fields.
@@ -152,6 +163,13 @@ async fn checked_body(req: Request<Body>) -> Result<Request<Body>, Response> {
         return Err(fn_error(
             StatusCode::BAD_REQUEST,
             app::error::AppError::Invalid(format!("{field}: contains a NUL byte, which a text field cannot hold")),
+        ));
+    }
+    // Every server function reads its body as text: anything else would fail there as a 500.
+    if std::str::from_utf8(&bytes).is_err() {
+        return Err(fn_error(
+            StatusCode::BAD_REQUEST,
+            app::error::AppError::Invalid("the request body is not UTF-8 text (send a form)".into()),
         ));
     }
     Ok(Request::from_parts(parts, Body::from(bytes)))
@@ -216,17 +234,20 @@ pub async fn authenticate(
 
 /// Where a signed-out caller goes once signed in: back where they were, except that a download
 /// (`export`) sends them to the page it downloads from, with the same filter: the console's
-/// redirect after signing in navigates inside the app, which cannot fetch a file.
+/// redirect after signing in navigates inside the app, which cannot fetch a file. The same
+/// check as after sign-in (`safe_next`) applies, so the sign-in link never carries a `next`
+/// off the console (a request for `//evil.example/` is asked to sign in, then lands on `/`).
 fn after_sign_in(path: &str, query: Option<&str>) -> String {
     use types::routes::seg::{DEAD_LETTERS, EXPORT};
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let download =
         path.strip_prefix(&format!("/{DEAD_LETTERS}")).and_then(|rest| rest.strip_suffix(&format!("/{EXPORT}")));
-    match download {
+    let target = match download {
         Some("") => format!("/{DEAD_LETTERS}{query}"),
         Some(id) => format!("/{DEAD_LETTERS}{id}"),
         None => format!("{path}{query}"),
-    }
+    };
+    app::auth::safe_next(&target)
 }
 
 /// Leptos answers every server-function error with 500; give the caller the status the error
@@ -294,6 +315,14 @@ mod tests {
     }
 
     #[test]
+    fn the_sign_in_link_never_carries_a_next_off_the_console() {
+        for path in ["//evil.example/", "/.//evil.example/", "/%2f%2fevil.example", "/%5cevil.example"] {
+            assert_eq!(after_sign_in(path, None), "/", "{path}");
+        }
+        assert_eq!(after_sign_in("/outbox", Some("source=a%2Fb")), "/outbox?source=a%2Fb");
+    }
+
+    #[test]
     fn a_mutation_from_our_own_origin_passes() {
         assert!(same_origin(&h(&[("host", "ops.local:3000"), ("origin", "http://ops.local:3000")]), &[]));
     }
@@ -319,6 +348,20 @@ mod tests {
         let json = "application/json";
         assert_eq!(nul_field(json, br#"{"input":{"name":"a\u0000"}}"#).as_deref(), Some("input.name"));
         assert_eq!(nul_field(json, br#"{"input":{"name":"a"}}"#), None);
+    }
+
+    #[test]
+    fn nul_bytes_are_found_whatever_the_content_type_says() {
+        let form = b"username=a%00b&password=x";
+        for ct in ["text/plain", "", "APPLICATION/X-WWW-FORM-URLENCODED", "application/cbor", "multipart/form-data"] {
+            assert_eq!(nul_field(ct, form).as_deref(), Some("username"), "{ct:?}");
+        }
+        assert_eq!(nul_field("Application/JSON; charset=utf-8", br#"{"a":["\u0000"]}"#).as_deref(), Some("a"));
+        let multipart = b"--b\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\nvie\0wer\r\n--b--\r\n";
+        assert_eq!(nul_field("multipart/form-data; boundary=b", multipart).as_deref(), Some("request body"));
+        let cbor = b"\xa1\x68username\x63a\x00b";
+        assert_eq!(nul_field("application/cbor", cbor).as_deref(), Some("request body"));
+        assert_eq!(nul_field("text/plain", b"username=viewer&password=x"), None);
     }
 
     #[test]

@@ -48,9 +48,6 @@ pub enum Order {
     Header(String),
 }
 
-/// The most bytes an AMQP header name can have (a short string).
-pub const MAX_HEADER_NAME: usize = 255;
-
 impl Order {
     /// The plan's `order_by` column: None for `None` and `Plan` (that one is `ordered`).
     pub fn column(&self) -> Option<String> {
@@ -76,17 +73,6 @@ impl Order {
         matches!(self, Order::RoutingKey | Order::Header(_))
     }
 
-    /// Refuses a header name AMQP cannot carry.
-    pub fn check(&self) -> Result<(), String> {
-        match self {
-            Order::Header(h) if h.trim().is_empty() => Err("order by header: name the header".into()),
-            Order::Header(h) if h.len() > MAX_HEADER_NAME => {
-                Err(format!("order by header: a header name has at most {MAX_HEADER_NAME} bytes"))
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// What the plan page says about it.
     pub fn describe(&self) -> String {
         match self {
@@ -109,13 +95,5 @@ mod tests {
             assert_eq!(Order::from_columns(ordered, o.column().as_deref()), o);
         }
         assert_eq!(Order::from_columns(false, Some("something-else")), Order::None);
-    }
-
-    #[test]
-    fn a_header_order_needs_a_name_amqp_can_carry() {
-        assert!(Order::Header(" ".into()).check().is_err());
-        assert!(Order::Header("x".repeat(256)).check().is_err());
-        assert!(Order::Header("aggregate-id".into()).check().is_ok());
-        assert!(Order::RoutingKey.check().is_ok());
     }
 }

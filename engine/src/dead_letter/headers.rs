@@ -10,6 +10,9 @@
 use amq_protocol_types::{AMQPValue, ByteArray, DecimalValue, FieldArray, FieldTable, LongString, ShortString};
 use serde_json::{Map, Value, json};
 
+mod name;
+pub use name::{MAX_NAME_BYTES, NameError, check_name};
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum HeaderError {
     #[error("header JSON is not a typed value: {0}")]

@@ -10,7 +10,8 @@
 //! Headers are edited as plain JSON `{name: value}` and merged onto the current typed table: a
 //! value left as it was keeps its AMQP type; a new or changed one is typed from its JSON
 //! (string → longstr, whole number → i64, other number → f64, bool → bool, null → void,
-//! array → array, object → table, merged key by key); a key left out is removed.
+//! array → array, object → table, merged key by key); a key left out is removed. A new
+//! header name (at any depth) must be one an operator can mean (`headers::check_name`).
 
 pub mod diff;
 
@@ -241,8 +242,9 @@ pub fn merge_headers(original: Option<&Value>, plain: &Value) -> Result<Value, E
     let before = original.and_then(Value::as_object);
     let mut out = Map::new();
     for (k, v) in obj {
-        if k.contains('\0') {
-            return Err(invalid(format!("header name `{}` holds a NUL character", k.escape_debug())));
+        // A name the message came with is sent back as it came; a new one was typed here.
+        if before.is_none_or(|b| !b.contains_key(k)) {
+            headers::check_name(k).map_err(|e| invalid(format!("header name \"{}\": {e}", k.escape_debug())))?;
         }
         let merged = merge_value(before.and_then(|b| b.get(k)), v)
             .map_err(|e| invalid(format!("header `{}`: {e}", k.escape_debug())))?;
@@ -330,8 +332,34 @@ mod tests {
         assert!(matches!(merge_headers(None, &json!("x")), Err(EditError::Invalid(_))));
         assert!(matches!(merge_headers(None, &json!({"n": u64::MAX})), Err(EditError::Invalid(_))));
         assert!(matches!(merge_headers(None, &json!({"a\u{0}b": 1})), Err(EditError::Invalid(_))));
+        assert!(matches!(merge_headers(None, &json!({"": 1})), Err(EditError::Invalid(_))));
         let nul = merge_headers(None, &json!({"s": "a\u{0}b"})).unwrap();
         assert_eq!(nul["s"], json!({"t": "longstr", "hex": "610062"}));
+    }
+
+    #[test]
+    fn a_new_header_name_with_a_control_character_is_refused_saying_which_and_where() {
+        for (plain, why) in [
+            (
+                json!({"x-new\nline": 1}),
+                "header name \"x-new\\nline\": a header name cannot hold control or invisible characters: U+000A at character 6",
+            ),
+            (json!({"x-ctx": {"zo\tne": "eu"}}), "U+0009 at character 3"),
+            (json!({"x-new": {"\u{202e}evil": 1}}), "U+202E at character 1"),
+            (json!({"x".repeat(256): 1}), "at most 255 bytes"),
+        ] {
+            match merge_headers(Some(&original()), &plain) {
+                Err(EditError::Invalid(m)) => assert!(m.contains(why), "{m}"),
+                other => panic!("{plain}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_name_the_message_came_with_is_kept_even_if_it_could_not_be_typed() {
+        let received = json!({"x-odd\u{1}name": {"t": "longstr", "v": "kept"}});
+        let plain = table_to_plain(Some(&received));
+        assert_eq!(merge_headers(Some(&received), &plain).unwrap(), received);
     }
 
     #[test]

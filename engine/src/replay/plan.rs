@@ -18,6 +18,7 @@ use super::{
 use crate::{
     audit::{self, Entry},
     auth::Principal,
+    dead_letter::headers,
 };
 
 fn check_options(req: &CreatePlan) -> Result<(), ReplayError> {
@@ -31,7 +32,9 @@ fn check_options(req: &CreatePlan) -> Result<(), ReplayError> {
     {
         return Err(ReplayError::Invalid("the auto-pause share must be above 0 and at most 1".into()));
     }
-    req.order.check().map_err(ReplayError::Invalid)?;
+    if let Order::Header(h) = &req.order {
+        headers::check_name(h).map_err(|e| ReplayError::Invalid(format!("order by header: {e}")))?;
+    }
     if req.auto_pause_window_secs <= 0 {
         return Err(ReplayError::Invalid("the auto-pause window must be at least one second".into()));
     }
@@ -267,4 +270,31 @@ pub async fn cancel(pool: &PgPool, by: &Principal, client_ip: Option<&str>, id: 
     tx.commit().await?;
     tracing::info!(plan_id = id, by = %by.username, returned, "replay plan cancelled");
     Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::{Selection, Target};
+
+    #[test]
+    fn an_order_by_header_an_operator_typed_wrong_is_refused_saying_why() {
+        let mut req = CreatePlan::new(Selection::Ids(vec![1]), Target::Origin);
+        let long = "x".repeat(256);
+        for (header, why) in [
+            ("order\nid", "U+000A at character 6"),
+            ("order-id\t", "U+0009 at character 9"),
+            ("\u{1b}[2Jid", "U+001B at character 1"),
+            (" ", "name the header"),
+            (long.as_str(), "at most 255 bytes"),
+        ] {
+            req.order = Order::Header(header.into());
+            match check_options(&req) {
+                Err(ReplayError::Invalid(m)) => assert!(m.starts_with("order by header: ") && m.contains(why), "{m}"),
+                other => panic!("{header:?}: {other:?}"),
+            }
+        }
+        req.order = Order::Header("order-id".into());
+        assert!(check_options(&req).is_ok());
+    }
 }

@@ -10,6 +10,7 @@ macro_rules! count {
 }
 
 mod alerts;
+mod audit;
 mod auth;
 mod awaiting_counts;
 mod breakdown;

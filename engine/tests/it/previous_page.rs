@@ -65,6 +65,7 @@ async fn a_body_search_pages_back_over_the_same_matches() {
 #[tokio::test]
 async fn next_then_previous_gives_back_the_same_audit_entries() {
     use engine::audit::{self, AuditFilter, Entry};
+    use engine::auth::Role;
     let db = engine::testing::fresh_db().await;
     let pool = &db.pool;
     let olga = engine::auth::Principal { username: "olga".into(), role: engine::auth::Role::Operator };
@@ -84,15 +85,15 @@ async fn next_then_previous_gives_back_the_same_audit_entries() {
     let at = |before_id, after_id| AuditFilter { before_id, after_id, ..AuditFilter::default() };
     let ids = |rows: &[audit::AuditRow]| rows.iter().map(|r| r.id).collect::<Vec<_>>();
 
-    let (first, more) = audit::list(pool, &at(None, None), 50).await.unwrap();
+    let (first, more) = audit::list(pool, &at(None, None), Role::Admin, 50).await.unwrap();
     assert!(more);
-    let (second, _) = audit::list(pool, &at(first.last().map(|r| r.id), None), 50).await.unwrap();
-    let (third, more) = audit::list(pool, &at(second.last().map(|r| r.id), None), 50).await.unwrap();
+    let (second, _) = audit::list(pool, &at(first.last().map(|r| r.id), None), Role::Admin, 50).await.unwrap();
+    let (third, more) = audit::list(pool, &at(second.last().map(|r| r.id), None), Role::Admin, 50).await.unwrap();
     assert_eq!((third.len(), more), (20, false));
 
-    let (back, newer) = audit::list(pool, &at(None, Some(third[0].id)), 50).await.unwrap();
+    let (back, newer) = audit::list(pool, &at(None, Some(third[0].id)), Role::Admin, 50).await.unwrap();
     assert_eq!((ids(&back), newer), (ids(&second), true), "newest first, and newer ones remain");
-    let (back, newer) = audit::list(pool, &at(None, Some(back[0].id)), 50).await.unwrap();
+    let (back, newer) = audit::list(pool, &at(None, Some(back[0].id)), Role::Admin, 50).await.unwrap();
     assert_eq!((ids(&back), newer), (ids(&first), false), "the first page, and nothing above it");
     db.drop_db().await;
 }

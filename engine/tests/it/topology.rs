@@ -321,11 +321,11 @@ async fn contracts_set_from_the_console_are_audited_and_decide_the_level() {
     assert!(contract::list(&db.pool, None).await.unwrap().is_empty());
 
     let filter = |action: &str| AuditFilter { action: Some(action.into()), ..AuditFilter::default() };
-    let (sets, _) = audit::list(&db.pool, &filter("contract.set"), 10).await.unwrap();
+    let (sets, _) = audit::list(&db.pool, &filter("contract.set"), engine::auth::Role::Viewer, 10).await.unwrap();
     assert_eq!(sets.len(), 2, "one entry per set, none for the refused one");
     let detail = sets[0].detail.clone().unwrap();
     assert_eq!((detail["level"].as_str(), detail["previous_level"].as_str()), (Some("disposable"), Some("critical")));
-    let (deletes, _) = audit::list(&db.pool, &filter("contract.delete"), 10).await.unwrap();
+    let (deletes, _) = audit::list(&db.pool, &filter("contract.delete"), engine::auth::Role::Viewer, 10).await.unwrap();
     assert_eq!(
         (deletes.len(), deletes[0].actor.as_str(), deletes[0].source_ip.as_deref()),
         (1, "olga", Some("10.0.0.7"))

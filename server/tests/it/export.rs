@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::harness::{TestApp, spawn_app, spawn_app_with};
 
 /// Stores a dead letter ingested `mins_ago` minutes ago; returns its id.
-async fn stored(app: &TestApp, queue: &str, body: &[u8], status: &str, mins_ago: f64) -> i64 {
+pub(crate) async fn stored(app: &TestApp, queue: &str, body: &[u8], status: &str, mins_ago: f64) -> i64 {
     let headers = json!({ "x-attempt": { "t": "i32", "v": 3 }, "x-tenant": { "t": "longstr", "v": "acme" } });
     sqlx::query_scalar!(
         "INSERT INTO dead_letters (queue, natural_key, message_id, body, body_size, exchange, routing_key, reason,

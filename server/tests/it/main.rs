@@ -20,4 +20,5 @@ mod harness;
 mod hostile;
 mod metrics;
 mod pages;
+mod probe;
 mod security;

@@ -29,6 +29,9 @@ pub struct AuditPage {
     pub prev_after: Option<i64>,
 }
 
+/// What a non-admin reads in place of a detail only admins see (`engine::audit`).
+pub const ADMIN_ONLY: &str = "(detail shown to admins only)";
+
 #[server(prefix = "/api", endpoint = "audit/list")]
 pub async fn audit_list(
     actor: Option<String>,
@@ -37,7 +40,7 @@ pub async fn audit_list(
     before: Option<i64>,
     after: Option<i64>,
 ) -> Result<AuditPage, AppError> {
-    crate::guard::require(engine::auth::Role::Viewer)?;
+    let reader = crate::guard::require(engine::auth::Role::Viewer)?.role;
     let state = crate::state::app_state()?;
     let clean = |s: Option<String>| s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
     let after = after.filter(|_| before.is_none());
@@ -48,7 +51,7 @@ pub async fn audit_list(
         before_id: before,
         after_id: after,
     };
-    let (rows, more) = engine::audit::list(&state.pool, &filter, 50).await?;
+    let (rows, more) = engine::audit::list(&state.pool, &filter, reader, 50).await?;
     let (first, last) = (rows.first().map(|r| r.id), rows.last().map(|r| r.id));
     // `more` is about the side the page was read towards: newer ones for an `after` page.
     let (next_before, prev_after) = match after {
@@ -56,10 +59,15 @@ pub async fn audit_list(
         None => (last.filter(|_| more), first.filter(|_| before.is_some())),
     };
     let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
+    let admin_only = |action: &str| {
+        !reader.at_least(engine::auth::Role::Admin) && engine::audit::ADMIN_ONLY_DETAIL.contains(&action)
+    };
     Ok(AuditPage {
         rows: rows
             .into_iter()
             .map(|r| AuditView {
+                // First: it reads `r.action`, which a field below moves.
+                detail: if admin_only(&r.action) { ADMIN_ONLY.into() } else { json(r.detail) },
                 id: r.id,
                 at: r.at,
                 actor: r.actor,
@@ -70,7 +78,6 @@ pub async fn audit_list(
                 filter: json(r.filter),
                 item_count: r.item_count,
                 outcome: r.outcome,
-                detail: json(r.detail),
             })
             .collect(),
         next_before,
