@@ -4,17 +4,17 @@
 //! `amq_protocol_types`, `serde_json`, `hex` and `thiserror`), so the targets test the very
 //! code the ingester and replay run, without building the engine.
 
-// `string_table` is for the engine's other modules' tests.
-#[cfg_attr(test, allow(dead_code))]
-#[path = "../../engine/src/dead_letter/headers.rs"]
-pub mod headers;
-#[path = "../../engine/src/dead_letter/unreadable.rs"]
-pub mod unreadable;
-
-/// The engine's module path, which the two files' unit tests name (`cargo test --lib` runs them).
+/// The engine's own files, at the engine's module path (their unit tests name it, and
+/// `headers.rs` has a module of its own beside it): `cargo test --lib` runs their tests too.
+#[path = "../../engine/src/dead_letter"]
 pub mod dead_letter {
-    pub use super::{headers, unreadable};
+    // `string_table` is for the engine's other modules' tests.
+    #[cfg_attr(test, allow(dead_code))]
+    pub mod headers;
+    pub mod unreadable;
 }
+
+pub use dead_letter::{headers, unreadable};
 
 use amq_protocol::frame::{AMQPFrame, parse_frame};
 use amq_protocol_types::{
