@@ -158,9 +158,14 @@ pub fn value_from_json(v: &Value) -> Result<AMQPValue, HeaderError> {
             let scale = scale.ok_or(HeaderError::OutOfRange("decimal scale"))?;
             AMQPValue::DecimalValue(DecimalValue { scale, value: int(v, "decimal")? })
         }
+        // RabbitMQ's field tables have no short-string type (its `s` is a 16-bit integer):
+        // lapin would write one with a tag no broker reads, and RabbitMQ would close the
+        // connection. Typed JSON written by hand (an edit) may say `shortstr`: it is sent as the
+        // long string it can only be on the wire.
         "shortstr" => {
             let s = utf8(raw_bytes(v)?, "shortstr")?;
-            AMQPValue::ShortString(ShortString::try_new(s).map_err(|_| HeaderError::OutOfRange("shortstr"))?)
+            ShortString::try_new(s.clone()).map_err(|_| HeaderError::OutOfRange("shortstr"))?;
+            AMQPValue::LongString(LongString::from(s))
         }
         "longstr" => AMQPValue::LongString(LongString::from(raw_bytes(v)?)),
         "bytes" => AMQPValue::ByteArray(ByteArray::from(raw_bytes(v)?)),
@@ -234,7 +239,6 @@ mod tests {
         t.insert("f64neg0".into(), AMQPValue::Double(-0.0));
         t.insert("f64inf".into(), AMQPValue::Double(f64::NEG_INFINITY));
         t.insert("decimal".into(), AMQPValue::DecimalValue(DecimalValue { scale: 2, value: 12345 }));
-        t.insert("short".into(), AMQPValue::ShortString("héllo".into()));
         t.insert("long".into(), AMQPValue::LongString("plain text".into()));
         t.insert("long_bin".into(), AMQPValue::LongString(vec![0xff, 0xfe, 0x00, 0x41].into()));
         t.insert("long_nul".into(), AMQPValue::LongString("a\0b".into()));
@@ -302,6 +306,13 @@ mod tests {
         assert_eq!(json["long_bin"], json!({"t": "longstr", "hex": "fffe0041"}));
         assert_eq!(json["long_nul"], json!({"t": "longstr", "hex": "610062"}));
         assert!(!serde_json::to_string(&json).unwrap().contains("\\u0000"));
+    }
+
+    #[test]
+    fn a_short_string_written_by_hand_is_sent_as_a_long_string() {
+        let back = table_from_json(&json!({"x-tenant": {"t": "shortstr", "v": "acme"}})).unwrap();
+        assert_eq!(back.inner().get("x-tenant"), Some(&AMQPValue::LongString("acme".into())));
+        assert!(table_from_json(&json!({"x": {"t": "shortstr", "v": "é".repeat(128)}})).is_err(), "over 255 bytes");
     }
 
     #[test]
