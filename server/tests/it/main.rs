@@ -15,6 +15,7 @@ mod cli;
 mod cluster;
 mod dlq_cli;
 mod export;
+mod export_limits;
 mod hardening;
 mod harness;
 mod metrics;
