@@ -1,6 +1,6 @@
 //! The limits of NDJSON downloads over HTTP: a client that stops reading is cut off and its
 //! slot comes back, one user holds one slot, a download is cut at its deadline, HEAD holds
-//! no slot and audits nothing.
+//! no slot and audits nothing, a NUL byte in a filter is refused before anything is sent.
 
 use std::time::{Duration, Instant};
 
@@ -193,5 +193,38 @@ async fn a_head_of_one_message_answers_its_headers_without_an_audit_entry() {
     // The GET still is.
     assert_eq!(status(&viewer, false, format!("{}/dead-letters/{id}/export.ndjson", app.base)).await, 200);
     assert_eq!(exports(&app, 1).await.len(), 1);
+    app.db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_nul_byte_in_a_download_filter_is_a_400_naming_the_filter_before_anything_is_sent() {
+    let app = spawn_app_with(&[]).await;
+    fill(&app).await;
+    let viewer = app.client(Some("viewer")).await;
+    for (query, says) in [("queue=small%00", "queue: a NUL byte"), ("error=a%00b", "error: a NUL byte")] {
+        for head in [false, true] {
+            let resp = viewer
+                .request(
+                    if head { reqwest::Method::HEAD } else { reqwest::Method::GET },
+                    format!("{}/dead-letters/export.ndjson?{query}", app.base),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 400, "{query}");
+            if !head {
+                let body = resp.text().await.unwrap();
+                assert!(body.contains(says), "{query}: {body}");
+            }
+        }
+    }
+    // The body search compares bytes: a NUL there is a search like any other.
+    let resp = viewer.get(format!("{}/dead-letters/export.ndjson?queue=small.dlq&body=%00", app.base)).send().await;
+    let resp = resp.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "");
+    let audit = exports(&app, 1).await;
+    assert_eq!(audit.len(), 1, "only the body search ran: {audit:?}");
+    assert_eq!(audit[0].2, "ok");
     app.db.drop_db().await;
 }
