@@ -14,6 +14,7 @@ mod chaos_mapped;
 mod cli;
 mod cluster;
 mod dlq_cli;
+mod dlq_watch;
 mod export;
 mod export_limits;
 mod hardening;

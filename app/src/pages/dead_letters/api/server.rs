@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::*;
 
 mod filter;
+pub mod watch;
 use filter::clean;
 pub use filter::filter;
 
