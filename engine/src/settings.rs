@@ -6,6 +6,7 @@
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
+pub use downloads::DownloadSettings;
 pub use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
@@ -201,6 +202,8 @@ pub struct Settings {
     pub metrics_public: bool,
     /// Let alert webhooks target loopback, link-local and private addresses.
     pub allow_private_webhooks: bool,
+    /// Limits of a streamed download (NDJSON of dead letters).
+    pub downloads: DownloadSettings,
     /// Environment variables that replaced a value the file set (start-up says so).
     pub overrides: Vec<String>,
 }
@@ -240,6 +243,8 @@ struct RawFile {
     auth: RawAuth,
     #[serde(default)]
     outbox: RawOutbox,
+    #[serde(default)]
+    downloads: downloads::RawDownloads,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -511,7 +516,9 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         raw.alerts.allow_private_webhooks,
         false,
     )?;
+    let downloads = downloads::build(raw.downloads, env)?;
     Ok(Settings {
+        downloads,
         metrics_token: metrics_token.map(SecretString::from),
         metrics_public,
         allow_private_webhooks,
@@ -563,6 +570,7 @@ pub fn vhost_of(amqp_url: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+mod downloads;
 mod parse;
 mod sources;
 #[cfg(test)]

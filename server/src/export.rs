@@ -8,21 +8,28 @@
 //! validation): a malformed value is 400 naming it. A list download streams rows from
 //! PostgreSQL to the client as they arrive (`engine::dead_letter::export`), newest first, at
 //! most `export::MAX_ROWS`; at most [`AT_ONCE`] run at a time per process (each holds a
-//! database connection while it streams), more are 503.
+//! database connection while it streams), more are 503, and at most [`PER_USER`] per user,
+//! more are 429 (`slots`). A download still sending at `downloads.deadline_secs` is cut off,
+//! and so is one whose client has read nothing for `downloads.stall_secs` (`body`,
+//! `crate::stall`): either way its slot comes back. Filters are checked before anything is
+//! sent (a NUL byte, which PostgreSQL refuses in text, is 400 rather than a broken stream).
+//! HEAD answers what GET would (refusals included) and holds no slot, runs no export and
+//! audits nothing.
 //!
 //! Audit: every download writes one `dead_letter.export` entry. One message is audited
 //! before it is sent. A list download is audited when its stream ends — complete, cut by a
-//! database error, or dropped because the client went away — with the filter, the number of
-//! messages sent and the outcome (`ok`, `failed`, `aborted`): the count is then what left,
-//! not an estimate. The price: a process killed mid-download leaves no entry.
+//! database error, dropped because the client went away, or cut off — with the filter, the
+//! number of messages sent and the outcome (`ok`, `failed`, `aborted`, `cut_off` with
+//! `detail.cut_off` = `deadline` or `stalled`): the count is then what left, not an
+//! estimate. The price: a process killed mid-download leaves no entry.
 
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+mod body;
+pub mod slots;
 
 use app::{error::AppError, pages::dead_letters::api::DlQuery};
 use axum::{
     Extension, Router,
-    body::{Body, Bytes},
+    body::Body,
     extract::{Path, Query, State},
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
@@ -30,13 +37,13 @@ use axum::{
 };
 use engine::auth::{ClientIp, Principal};
 use engine::dead_letter::{export, store};
-use futures::{Stream, StreamExt, stream::BoxStream};
+use futures::StreamExt;
 use types::routes::seg::{DEAD_LETTERS, EXPORT};
 
 use crate::state::ServerState;
 
-/// List downloads running at once in this process.
-pub const AT_ONCE: usize = 2;
+pub use slots::{AT_ONCE, PER_USER};
+
 const NDJSON: &str = "application/x-ndjson";
 const ACTION: &str = "dead_letter.export";
 
@@ -44,7 +51,7 @@ pub fn routes() -> Router<ServerState> {
     Router::new()
         .route(&format!("/{DEAD_LETTERS}/{EXPORT}"), get(filtered).head(filtered_head))
         // `{id}` as the dead letter page names it: one name per position in the router.
-        .route(&format!("/{DEAD_LETTERS}/{{id}}/{EXPORT}"), get(one))
+        .route(&format!("/{DEAD_LETTERS}/{{id}}/{EXPORT}"), get(one).head(one_head))
 }
 
 fn refuse(e: AppError) -> Response {
@@ -109,117 +116,83 @@ async fn one(
     download(Body::from(export::line(&d)), &format!("dead-letter-{id}.ndjson"))
 }
 
+/// HEAD of one message: its headers when it exists and the caller may download it; nothing
+/// sent, so nothing audited.
+async fn one_head(
+    State(state): State<ServerState>,
+    principal: Option<Extension<Principal>>,
+    Path(id): Path<i64>,
+) -> Response {
+    if let Err(e) = caller(principal) {
+        return refuse(e);
+    }
+    match store::get(&state.app.pool, id).await {
+        Ok(_) => download(Body::empty(), &format!("dead-letter-{id}.ndjson")),
+        Err(store::StoreError::NotFound(_)) => refuse(AppError::NotFound(format!("no dead letter #{id}"))),
+        Err(e) => refuse(AppError::internal(e)),
+    }
+}
+
+/// The caller and the filter, when a list download may start (for GET and HEAD alike).
+fn admit(principal: Option<Extension<Principal>>, q: &DlQuery) -> Result<(Principal, store::ListFilter), AppError> {
+    let who = caller(principal)?;
+    let f = app::pages::dead_letters::api::filter_for(q)?;
+    Ok((who, f))
+}
+
+/// The refusal when no slot is free: 503 when the process runs all it may, 429 when this
+/// user already runs theirs; both say when to retry.
+fn full(why: slots::Full) -> Response {
+    let mut resp = match why {
+        slots::Full::Everyone => {
+            refuse(AppError::Unavailable(format!("{AT_ONCE} downloads are running; try again when one has finished")))
+        }
+        slots::Full::You => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("you already have {PER_USER} download running; try again when it has finished\n"),
+        )
+            .into_response(),
+    };
+    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+    resp
+}
+
 async fn filtered(
     State(state): State<ServerState>,
     principal: Option<Extension<Principal>>,
     ip: Option<Extension<ClientIp>>,
     Query(q): Query<DlQuery>,
 ) -> Response {
-    let who = match caller(principal) {
-        Ok(p) => p,
+    let (who, f) = match admit(principal, &q) {
+        Ok(ok) => ok,
         Err(e) => return refuse(e),
     };
-    let f = match app::pages::dead_letters::api::filter_for(&q) {
-        Ok(f) => f,
-        Err(e) => return refuse(e),
-    };
-    let Ok(permit) = state.exports.clone().try_acquire_owned() else {
-        let busy = AppError::Unavailable(format!("{AT_ONCE} downloads are running; try again when one has finished"));
-        let mut resp = refuse(busy);
-        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
-        return resp;
+    let slot = match state.exports.take(&who.username) {
+        Ok(slot) => slot,
+        Err(why) => return full(why),
     };
     let pool = state.app.pool.clone();
     let rows = export::stream(pool.clone(), f.clone(), export::MAX_ROWS).boxed();
     let ended =
-        Ended { pool, who, ip: ip.and_then(|Extension(ClientIp(ip))| ip), filter: serde_json::to_value(&f).ok() };
-    let lines = Lines { rows, sent: 0, outcome: "aborted", ended: Some(ended), _permit: permit };
+        body::Ended { pool, who, ip: ip.and_then(|Extension(ClientIp(ip))| ip), filter: serde_json::to_value(&f).ok() };
+    let lines = body::Lines::new(rows, state.app.settings.downloads, ended, slot);
     let name = format!("dead-letters-{}.ndjson", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
     download(Body::from_stream(lines), &name)
 }
 
-/// HEAD: the answer a GET would start with (refusals included), without running the export:
-/// nothing is sent, so nothing is audited.
-async fn filtered_head(principal: Option<Extension<Principal>>, Query(q): Query<DlQuery>) -> Response {
-    if let Err(e) = caller(principal).and_then(|_| app::pages::dead_letters::api::filter_for(&q).map(|_| ())) {
-        return refuse(e);
+/// HEAD: the answer a GET would start with (refusals included, a full house too), without
+/// taking a slot or running the export: nothing is sent, so nothing is audited.
+async fn filtered_head(
+    State(state): State<ServerState>,
+    principal: Option<Extension<Principal>>,
+    Query(q): Query<DlQuery>,
+) -> Response {
+    let (who, _) = match admit(principal, &q) {
+        Ok(ok) => ok,
+        Err(e) => return refuse(e),
+    };
+    if let Err(why) = state.exports.check(&who.username) {
+        return full(why);
     }
     download(Body::empty(), "dead-letters.ndjson")
-}
-
-/// What the audit entry at the end of a list download needs.
-struct Ended {
-    pool: sqlx::PgPool,
-    who: Principal,
-    ip: Option<String>,
-    filter: Option<serde_json::Value>,
-}
-
-/// The response body: each row as its line; audits when dropped, which the server does
-/// when the body ends or the client goes away.
-struct Lines {
-    rows: BoxStream<'static, Result<store::DeadLetter, sqlx::Error>>,
-    sent: i64,
-    /// `aborted` (the client left early) until the stream ends otherwise; once it is not,
-    /// the body is over.
-    outcome: &'static str,
-    ended: Option<Ended>,
-    /// Released with the body, as the query's connection is.
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl Stream for Lines {
-    type Item = Result<Bytes, std::io::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.outcome != "aborted" {
-            return Poll::Ready(None);
-        }
-        Poll::Ready(match ready!(self.rows.poll_next_unpin(cx)) {
-            Some(Ok(d)) => {
-                self.sent += 1;
-                Some(Ok(Bytes::from(export::line(&d))))
-            }
-            Some(Err(e)) => {
-                tracing::error!(error = %e, sent = self.sent, "dead-letter export failed mid-stream");
-                self.outcome = "failed";
-                // An error ends the body early, so the client sees a failed download rather
-                // than a file that looks complete.
-                Some(Err(std::io::Error::other("the database failed during the export")))
-            }
-            None => {
-                self.outcome = "ok";
-                None
-            }
-        })
-    }
-}
-
-impl Drop for Lines {
-    fn drop(&mut self) {
-        let Some(e) = self.ended.take() else { return };
-        let (sent, outcome) = (self.sent, self.outcome);
-        tracing::info!(sent, outcome, "dead-letter export ended");
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::error!(sent, outcome, "cannot audit a dead-letter export: no runtime");
-            return;
-        };
-        runtime.spawn(async move {
-            let entry = engine::audit::Entry {
-                actor: &e.who,
-                source_ip: e.ip.as_deref(),
-                action: ACTION,
-                target: Some(format!("{sent} dead letters matching a filter")),
-                filter: e.filter.clone(),
-                item_count: sent,
-                outcome,
-                detail: Some(
-                    serde_json::json!({ "limit": export::MAX_ROWS, "reached_limit": sent >= export::MAX_ROWS }),
-                ),
-            };
-            if let Err(err) = engine::audit::record(&e.pool, entry).await {
-                tracing::error!(error = %err, sent, "cannot audit a dead-letter export");
-            }
-        });
-    }
 }

@@ -7,6 +7,7 @@ pub mod export;
 pub mod probes;
 pub mod roles;
 pub mod security;
+pub mod stall;
 pub mod state;
 pub mod telemetry;
 pub mod user_cmd;

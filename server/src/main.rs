@@ -128,7 +128,7 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         Command::Dlq(cmd) => {
             let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;
             engine::db::migrate(&pool).await?;
-            dlq_cmd::run(cmd, &pool).await
+            dlq_cmd::run(cmd, &pool, &settings).await
         }
         Command::User(cmd) => {
             let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;

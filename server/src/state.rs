@@ -12,14 +12,14 @@ pub struct ServerState {
     pub app: AppState,
     /// The `Host` values requests may carry (see `security::allowed_hosts`); empty means any.
     pub allowed_hosts: Arc<Vec<String>>,
-    /// One permit per list download running (`export::AT_ONCE`).
-    pub exports: Arc<tokio::sync::Semaphore>,
+    /// The list downloads running (`export::slots`).
+    pub exports: crate::export::slots::Slots,
 }
 
 impl ServerState {
     pub fn new(leptos: LeptosOptions, app: AppState) -> Self {
         let allowed_hosts = Arc::new(crate::security::allowed_hosts(&app.settings));
-        let exports = Arc::new(tokio::sync::Semaphore::new(crate::export::AT_ONCE));
+        let exports = crate::export::slots::Slots::default();
         Self { leptos, app, allowed_hosts, exports }
     }
 }

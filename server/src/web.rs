@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use app::{App, shell, state::AppState};
-use axum::{Router, routing::get};
+use axum::{Router, routing::get, serve::ListenerExt};
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tower_http::{services::ServeDir, trace::TraceLayer};
@@ -73,6 +73,9 @@ pub async fn serve(
     let state = ServerState::new(leptos_options(&app.settings), app);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "web console listening");
+    // A client that stops reading is cut off (`stall.rs`). The no-op `tap_io` is what gives a
+    // custom listener's connections the `ConnectInfo<SocketAddr>` the router reads.
+    let listener = crate::stall::StallListener::new(listener, state.app.settings.downloads.stall).tap_io(|_| ());
     axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(shutdown)
         .await

@@ -7,6 +7,8 @@
 //! `revenant dlq` alike. Which queues are *actually* being consumed comes from the live
 //! ingesters' heartbeats, not from this table: a queue can be watched with no ingester up.
 
+pub mod caution;
+
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};

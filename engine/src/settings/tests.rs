@@ -229,3 +229,17 @@ fn amqp_url_and_amqp_urls_together_or_mixed_vhosts_are_refused() {
     let err = build(RawFile::default(), &env_of(&empty)).unwrap_err().to_string();
     assert!(err.contains("lists no URL"), "{err}");
 }
+
+#[test]
+fn download_limits_default_to_ten_minutes_and_thirty_seconds_and_are_read_from_the_file_and_env() {
+    let s = build(RawFile::default(), &env_of(BASE)).unwrap();
+    assert_eq!((s.downloads.deadline.as_secs(), s.downloads.stall.as_secs()), (600, 30));
+    let raw: RawFile = toml::from_str("[downloads]\ndeadline_secs = 60\nstall_secs = 5\n").unwrap();
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_DOWNLOAD_STALL_SECS", "2"));
+    let s = build(raw, &env_of(&e)).unwrap();
+    assert_eq!((s.downloads.deadline.as_secs(), s.downloads.stall.as_secs()), (60, 2));
+    e.push(("REVENANT_DOWNLOAD_DEADLINE_SECS", "0"));
+    let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
+    assert!(err.contains("downloads.deadline_secs"), "{err}");
+}

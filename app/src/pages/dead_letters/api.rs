@@ -257,27 +257,32 @@ pub async fn dl_discovered() -> Result<Vec<String>, AppError> {
         .collect())
 }
 
+/// What a start or stop did: done (the message to show), or nothing yet because starting
+/// this queue needs its name typed out (`engine::dead_letter::watch::caution`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum WatchOutcome {
+    Done(String),
+    Confirm {
+        queue: String,
+        /// Why, one line each ("queue `orders` has 3 consumers").
+        reasons: Vec<String>,
+        /// A name was typed but it was not the queue's.
+        mismatch: bool,
+    },
+}
+
 /// Starts (`start`) or stops ingesting one queue: the watched set every ingester follows
 /// within a few seconds, audited as `dlq.watch` / `dlq.unwatch`. Stopping drops nothing.
+/// Starting a queue that may not be a dead-letter queue (consumers, nothing dead-letters
+/// into it, the broker cannot be asked) happens only with `confirm` = the queue's name.
 #[server(prefix = "/api", endpoint = "dead-letters/watch")]
-pub async fn dl_watch(queue: String, start: bool) -> Result<String, AppError> {
+pub async fn dl_watch(
+    queue: String,
+    start: bool,
+    #[server(default)] confirm: Option<String>,
+) -> Result<WatchOutcome, AppError> {
     let principal = crate::guard::require(engine::auth::Role::Admin)?;
-    let state = crate::state::app_state()?;
-    let ip = crate::guard::client_ip();
-    use engine::dead_letter::watch::{self, Origin, WatchError};
-    let queue = queue.trim().to_string();
-    let done = watch::set(&state.pool, &principal, ip.as_deref(), std::slice::from_ref(&queue), start, Origin::Console)
-        .await
-        .map_err(|e| match e {
-            WatchError::BadName(_) => AppError::Invalid(e.to_string()),
-            WatchError::Db(e) => AppError::from(e),
-        })?;
-    Ok(match (start, done.changed.is_empty()) {
-        (true, false) => format!("{queue}: ingesting starts within a few seconds."),
-        (true, true) => format!("{queue} was already watched."),
-        (false, false) => format!("{queue}: ingesting stops within a few seconds; its messages stay in RabbitMQ."),
-        (false, true) => format!("{queue} was not being ingested."),
-    })
+    server::watch::set(&principal, queue.trim(), start, confirm.as_deref()).await
 }
 
 /// A page of the list: the first, the one `after` a cursor (older), or the one `before` it.

@@ -7,6 +7,11 @@ use serde_json::Value;
 
 use super::*;
 
+mod filter;
+pub mod watch;
+use filter::clean;
+pub use filter::filter;
+
 pub fn triage_error(e: engine::triage::TriageError) -> AppError {
     use engine::triage::TriageError as E;
     match e {
@@ -15,45 +20,6 @@ pub fn triage_error(e: engine::triage::TriageError) -> AppError {
         E::Db(e) => AppError::from(e),
         E::Store(e) => AppError::internal(e),
     }
-}
-
-fn clean(v: &Option<String>) -> Option<String> {
-    v.as_ref().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
-}
-
-fn minutes(field: &str, v: &Option<String>) -> Result<Option<chrono::DateTime<Utc>>, AppError> {
-    match clean(v) {
-        None => Ok(None),
-        Some(s) => match s.parse::<i64>() {
-            Ok(n) if (1..=525_600).contains(&n) => Ok(Some(Utc::now() - chrono::Duration::minutes(n))),
-            _ => Err(AppError::Invalid(format!("{field}: `{s}` is not a number of minutes between 1 and 525600"))),
-        },
-    }
-}
-
-pub fn filter(q: &DlQuery) -> Result<store::ListFilter, AppError> {
-    let status = match clean(&q.status).as_deref() {
-        None => Some(store::Status::Awaiting),
-        Some("all") => None,
-        Some(s) => Some(store::Status::parse(s).ok_or_else(|| AppError::Invalid(format!("unknown status `{s}`")))?),
-    };
-    let group_id = match clean(&q.group) {
-        None => None,
-        Some(g) => {
-            Some(g.parse::<i64>().map_err(|_| AppError::Invalid(format!("group: `{g}` is not a group number")))?)
-        }
-    };
-    Ok(store::ListFilter {
-        queue: clean(&q.queue),
-        reason: clean(&q.reason),
-        group_id,
-        status,
-        error_text: clean(&q.error),
-        body_contains: clean(&q.body).map(String::into_bytes),
-        message_id: clean(&q.message_id),
-        newer_than: minutes("newer than", &q.newer_than_mins)?,
-        older_than: minutes("older than", &q.older_than_mins)?,
-    })
 }
 
 pub async fn queues() -> Result<Vec<QueueView>, AppError> {
