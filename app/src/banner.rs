@@ -1,4 +1,5 @@
-//! The banner of firing alerts on every page, each linking to the page that shows its cause.
+//! The banner on every page: RabbitMQ blocking publishers (roles wait, nothing is lost), and
+//! firing alerts, each linking to the page that shows its cause.
 
 use leptos::prelude::*;
 
@@ -11,7 +12,21 @@ pub fn FiringBanner() -> impl IntoView {
     let location = leptos_router::hooks::use_location();
     let tick = crate::widgets::use_tick(std::time::Duration::from_secs(15));
     let firing = Resource::new(move || (location.pathname.get(), tick.get()), |_| firing_alerts());
+    let blocked = Resource::new(move || (location.pathname.get(), tick.get()), |_| broker_blocked());
     view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                blocked.await.ok().flatten().map(|b| view! {
+                    <div role="alert" data-testid="broker-blocked" class="bg-amber-600 text-white text-sm">
+                        <div class="max-w-7xl mx-auto px-4 py-1.5 flex flex-wrap gap-x-4 gap-y-1 items-center">
+                            <span class="font-semibold">{b.line()}</span>
+                            <span class="opacity-90">{format!("{} waiting, not timing out; nothing is lost", b.roles.join(", "))}</span>
+                            <a class="underline text-xs" href=format!("/{}", types::routes::seg::TOPOLOGY)>"topology"</a>
+                        </div>
+                    </div>
+                })
+            })}
+        </Transition>
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
                 let list = firing.await.unwrap_or_default();

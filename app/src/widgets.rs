@@ -12,7 +12,7 @@ pub use time::Time;
 #[component]
 pub fn Pill(#[prop(into)] text: String) -> impl IntoView {
     let class = match text.as_str() {
-        "pending" | "awaiting" | "scheduled" => {
+        "pending" | "awaiting" | "scheduled" | "unconfirmed" => {
             "pill bg-amber-100 text-amber-900 dark:bg-amber-900/40 dark:text-amber-200"
         }
         "stuck" | "failed" | "firing" | "fail" | "critical" => {

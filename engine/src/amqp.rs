@@ -5,6 +5,8 @@
 //! not replay their consumer and confirm state in a way they could rely on. With several
 //! URLs (`amqp_urls`, the nodes of a cluster) a reconnect moves on to the next node.
 
+pub mod blocked;
+pub mod confirm;
 pub mod reconnect;
 
 use std::{
@@ -32,6 +34,12 @@ pub fn urls(list: &str) -> Vec<&str> {
 /// The first URL of a list (for what all nodes share, such as the vhost).
 pub fn first_url(list: &str) -> &str {
     urls(list).first().copied().unwrap_or(list)
+}
+
+/// Whether a broker error is a 404 (a passive declare or a delete of something missing).
+pub fn is_not_found(e: &lapin::Error) -> bool {
+    use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
 }
 
 /// `host:port` of a URL, for logs and errors (never the credentials).

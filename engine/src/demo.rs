@@ -17,8 +17,6 @@ pub mod run;
 pub mod service;
 pub mod topology;
 
-use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
-
 pub use run::{DEFAULT_RATE_PER_SEC, ResetSummary, reset, reset_with, run, run_with};
 pub use topology::{DEMO_DLQS, Names};
 
@@ -30,8 +28,4 @@ pub enum DemoError {
     Outbox(#[from] crate::outbox::store::StoreError),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
-}
-
-fn is_not_found(e: &lapin::Error) -> bool {
-    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
 }

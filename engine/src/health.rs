@@ -80,6 +80,42 @@ impl BrokerProbe {
         Dependency { name: "RabbitMQ", ok: true, detail }
     }
 
+    /// The cluster's node alarms, from the management API ("memory alarm on rabbit@rvn1"):
+    /// what blocks publishers. Empty when none, or when the API is not set or not answering.
+    pub async fn alarms(&self) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        struct Node {
+            name: String,
+            #[serde(default)]
+            mem_alarm: bool,
+            #[serde(default)]
+            disk_free_alarm: bool,
+        }
+        let Some(m) = &self.management_url else { return Vec::new() };
+        let (base, user, pass) = crate::management::split_credentials(m);
+        let url = format!("{}/api/nodes?columns=name,mem_alarm,disk_free_alarm", base.trim_end_matches('/'));
+        let got = async {
+            let resp = self.http.get(url).basic_auth(user, Some(pass)).send().await?;
+            resp.error_for_status()?.json::<Vec<Node>>().await
+        };
+        let nodes = match got.await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read node alarms");
+                return Vec::new();
+            }
+        };
+        nodes
+            .iter()
+            .flat_map(|n| {
+                [(n.mem_alarm, "memory"), (n.disk_free_alarm, "disk")]
+                    .into_iter()
+                    .filter(|(on, _)| *on)
+                    .map(move |(_, what)| format!("{what} alarm on {}", n.name))
+            })
+            .collect()
+    }
+
     /// Reuses the kept connection while it is up; opens a new one (within 3 s) otherwise.
     async fn connected(&self) -> Result<(), String> {
         let mut kept = self.conn.lock().await;

@@ -72,3 +72,28 @@ pub async fn source_relays(db: impl PgExecutor<'_>) -> Result<Vec<SourceRelay>, 
     .fetch_all(db)
     .await
 }
+
+/// A role whose broker connection RabbitMQ blocks now, from heartbeats of the last 30 s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockedRole {
+    pub role: String,
+    pub host: String,
+    /// The broker's reason ("low on memory").
+    pub reason: String,
+    pub since: chrono::DateTime<chrono::Utc>,
+}
+
+/// The roles RabbitMQ blocks now (their heartbeats carry `blocked`), longest blocked first.
+pub async fn blocked(db: impl PgExecutor<'_>) -> Result<Vec<BlockedRole>, sqlx::Error> {
+    sqlx::query_as!(
+        BlockedRole,
+        r#"SELECT role, host, coalesce(detail->'blocked'->>'reason', 'blocked') AS "reason!",
+                  coalesce((detail->'blocked'->>'since')::timestamptz, last_seen) AS "since!"
+           FROM heartbeats
+           WHERE last_seen > now() - interval '30 seconds' AND jsonb_typeof(detail->'blocked') = 'object'
+             AND NOT coalesce((detail->>'stopped')::boolean, false)
+           ORDER BY 4, role"#
+    )
+    .fetch_all(db)
+    .await
+}

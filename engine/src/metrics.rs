@@ -48,22 +48,8 @@ pub struct SourceMetrics {
     pub up: bool,
 }
 
-/// Replay counters of this process, as plain numbers so this module does not depend on the
-/// replay role: fill them from `replay::stats::ReplayStats::snapshot()`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ReplayCounters {
-    /// Replays published and confirmed.
-    pub sent: u64,
-    pub failed: u64,
-    /// Publishes the broker returned as unroutable.
-    pub returned: u64,
-    /// Plans this instance is sending now.
-    pub plans_running: u64,
-    /// Plans paused automatically because replayed messages died again.
-    pub auto_paused: u64,
-    /// Whether the replay publisher has its broker connection.
-    pub connected: bool,
-}
+/// Replay counters of this process: `replay::stats::ReplayStats::snapshot()`.
+pub type ReplayCounters = crate::replay::stats::ReplayCounts;
 
 /// What the database knows; the server adds its process counters at render time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -74,7 +60,7 @@ pub struct MetricsInput {
 }
 
 /// This process's counters; a role that does not run here is None and its families are left out.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Counters<'a> {
     pub relay: Option<&'a RelayStats>,
     pub ingest: Option<IngestCounts>,
@@ -141,6 +127,9 @@ struct RelayCounters {
     returned: u64,
     in_flight: u64,
     connected: bool,
+    unconfirmed: u64,
+    blocked: Option<crate::amqp::blocked::Block>,
+    unclosed: u64,
     latency: LatencySnapshot,
 }
 
@@ -154,6 +143,9 @@ impl RelayCounters {
             returned: r.returned.load(Relaxed),
             in_flight: r.in_flight.load(Relaxed),
             connected: r.connected.load(Relaxed),
+            unconfirmed: r.unconfirmed.load(Relaxed),
+            blocked: r.blocks.current(),
+            unclosed: r.blocks.unclosed(),
             latency: r.confirm_latency(),
         }
     }
@@ -165,6 +157,27 @@ fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, label: &str, samples
         ConstGauge::new(v).encode(m.encode_family(&[(label, value)])?)?;
     }
     Ok(())
+}
+
+/// `<role>_blocked{reason}` (1 while RabbitMQ blocks the role's connection, with the broker's
+/// reason), `<role>_blocked_seconds`, `<role>_unclosed_connections`.
+fn blocked(
+    e: &mut DescriptorEncoder,
+    role: &str,
+    block: Option<&crate::amqp::blocked::Block>,
+    unclosed: u64,
+) -> fmt::Result {
+    let (reason, v) = block.map_or(("", 0.0), |b| (b.reason.as_str(), 1.0));
+    let help = format!("1 while RabbitMQ blocks the {role}'s publishing (a memory or disk alarm), with its reason.");
+    gauge(e, &format!("{role}_blocked"), &help, "reason", vec![(reason, v)])?;
+    let secs = block.map_or(0.0, |b| b.secs() as f64);
+    single_gauge(e, &format!("{role}_blocked_seconds"), "How long the current block has lasted; 0 when none.", secs)?;
+    counter(
+        e,
+        &format!("{role}_unclosed_connections"),
+        "Broker connections that did not close when their session ended (blocked or unresponsive).",
+        unclosed,
+    )
 }
 
 fn single_gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> fmt::Result {
@@ -249,9 +262,16 @@ impl Collector for Scrape {
             counter(
                 &mut e,
                 "relay_failed_attempts",
-                "Publish attempts that did not end in a confirm.",
+                "Publish attempts the broker refused (nacked, returned) or that could not be sent.",
                 r.failed_attempts,
             )?;
+            counter(
+                &mut e,
+                "relay_unconfirmed",
+                "Publishes with no confirm in time or whose channel went away (may have been delivered; re-sent when their lease ends).",
+                r.unconfirmed,
+            )?;
+            blocked(&mut e, "relay", r.blocked.as_ref(), r.unclosed)?;
             counter(&mut e, "relay_failed", "Outbox rows that ended failed.", r.failed_final)?;
             counter(&mut e, "relay_returned", "Publishes returned as unroutable.", r.returned)?;
             single_gauge(&mut e, "relay_in_flight", "Publishes awaiting their confirm.", r.in_flight as f64)?;
@@ -288,6 +308,13 @@ impl Collector for Scrape {
             counter(&mut e, "replay_sent", "Replays published and confirmed.", r.sent)?;
             counter(&mut e, "replay_failed", "Replay attempts that failed.", r.failed)?;
             counter(&mut e, "replay_returned", "Replays returned as unroutable.", r.returned)?;
+            counter(
+                &mut e,
+                "replay_unconfirmed",
+                "Replays with no confirm in time or whose channel went away (marked unconfirmed, sent again).",
+                r.unconfirmed,
+            )?;
+            blocked(&mut e, "replay", r.blocked.as_ref(), r.unclosed)?;
             single_gauge(
                 &mut e,
                 "replay_plans_running",

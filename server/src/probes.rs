@@ -103,14 +103,7 @@ pub async fn metrics(State(state): State<ServerState>, headers: axum::http::Head
     let counters = engine::metrics::Counters {
         relay: roles.relay.then_some(&*app.relay_stats),
         ingest: roles.ingest.then(|| app.ingest_stats.snapshot()),
-        replay: roles.replay.then_some(engine::metrics::ReplayCounters {
-            sent: replay.sent,
-            failed: replay.failed,
-            returned: replay.returned,
-            plans_running: replay.plans_running,
-            auto_paused: replay.auto_paused,
-            connected: replay.connected,
-        }),
+        replay: roles.replay.then_some(replay),
     };
     let body = engine::metrics::render(&input, counters);
     ([(axum::http::header::CONTENT_TYPE, engine::metrics::CONTENT_TYPE)], body).into_response()

@@ -26,6 +26,9 @@ words! {
         /// Returned or nacked by the broker; its dead letter is awaiting again.
         Failed = "failed",
         Cancelled = "cancelled",
+        /// No confirm came in time (or its channel went away): it may have been delivered.
+        /// Its dead letter stays out of triage; it is sent again under the same message id.
+        Unconfirmed = "unconfirmed",
     }
 }
 

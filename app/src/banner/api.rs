@@ -1,4 +1,4 @@
-//! The firing-alerts banner's server function and wire type.
+//! The banner's server functions and wire types: firing alerts, and a broker that blocks publishers.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -37,4 +37,34 @@ pub async fn firing_alerts() -> Result<Vec<FiringView>, AppError> {
             message: a.message,
         })
         .collect())
+}
+
+/// RabbitMQ blocks publishing (a memory or disk alarm): who waits, why, since when.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BlockedView {
+    /// The roles that wait ("relay", "replay"), each once.
+    pub roles: Vec<String>,
+    /// The alarms the management API names ("memory alarm on rabbit@rvn1"), else the broker's reason.
+    pub why: String,
+    pub since_secs: i64,
+}
+
+impl BlockedView {
+    /// "RabbitMQ: publishers blocked (memory alarm on rabbit@rvn1) for 2m 10s".
+    pub fn line(&self) -> String {
+        format!("RabbitMQ: publishers blocked ({}) for {}", self.why, crate::format::age_secs(self.since_secs))
+    }
+}
+
+#[server(prefix = "/api", endpoint = "broker/blocked")]
+pub async fn broker_blocked() -> Result<Option<BlockedView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    let state = crate::state::app_state()?;
+    let blocked = engine::heartbeats::blocked(&state.pool).await?;
+    let Some(first) = blocked.first() else { return Ok(None) };
+    let alarms = state.broker.alarms().await;
+    let why = if alarms.is_empty() { first.reason.clone() } else { alarms.join(", ") };
+    let mut roles: Vec<String> = blocked.iter().map(|b| b.role.clone()).collect();
+    roles.dedup();
+    Ok(Some(BlockedView { roles, why, since_secs: (chrono::Utc::now() - first.since).num_seconds() }))
 }

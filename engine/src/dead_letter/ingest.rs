@@ -32,7 +32,6 @@ use futures::{StreamExt, future::BoxFuture, stream::FuturesOrdered};
 use lapin::{
     message::Delivery,
     options::{BasicConsumeOptions, BasicQosOptions},
-    protocol::{AMQPErrorKind, AMQPSoftError},
     types::{FieldTable, ShortString},
 };
 use serde::Serialize;
@@ -346,10 +345,6 @@ async fn consume_forever(
     stats.note_flowing(&queue);
 }
 
-fn is_not_found(e: &lapin::Error) -> bool {
-    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
-}
-
 /// One connection's life: Ok when shutdown was asked for, Err on anything to retry.
 async fn consume_once(
     pool: &PgPool,
@@ -369,7 +364,7 @@ async fn consume_once(
         let mut consumer =
             match ch.basic_consume(name, tag, BasicConsumeOptions::default(), FieldTable::default()).await {
                 Ok(c) => c,
-                Err(e) if is_not_found(&e) => {
+                Err(e) if crate::amqp::is_not_found(&e) => {
                     anyhow::bail!(
                         "queue `{queue}` does not exist on the broker: declare it, or stop ingesting it (`revenant dlq remove`)"
                     )

@@ -163,7 +163,16 @@ fn the_confirm_latency_histogram_is_cumulative_and_ends_with_inf_equal_to_count(
         relay.observe_confirm_latency(Duration::from_millis(ms));
     }
     relay.published.fetch_add(6, std::sync::atomic::Ordering::Relaxed);
-    let replay = ReplayCounters { sent: 3, failed: 1, returned: 0, plans_running: 2, auto_paused: 1, connected: true };
+    let replay = ReplayCounters {
+        sent: 3,
+        failed: 1,
+        plans_running: 2,
+        auto_paused: 1,
+        connected: true,
+        unconfirmed: 4,
+        blocked: Some(crate::amqp::blocked::Block { reason: "low on memory".into(), since: chrono::Utc::now() }),
+        ..ReplayCounters::default()
+    };
     let text =
         render(&MetricsInput::default(), Counters { relay: Some(&relay), replay: Some(replay), ..Counters::default() });
     let samples = parse(&text);
@@ -181,4 +190,8 @@ fn the_confirm_latency_histogram_is_cumulative_and_ends_with_inf_equal_to_count(
     assert_eq!(value(&samples, "revenant_replay_plans_running", None), Some(2.0));
     assert_eq!(value(&samples, "revenant_replay_auto_paused_total", None), Some(1.0));
     assert_eq!(value(&samples, "revenant_replay_connected", None), Some(1.0));
+    assert_eq!(value(&samples, "revenant_replay_unconfirmed_total", None), Some(4.0));
+    assert_eq!(value(&samples, "revenant_replay_blocked", Some(("reason", "low on memory"))), Some(1.0));
+    assert_eq!(value(&samples, "revenant_relay_blocked", Some(("reason", ""))), Some(0.0));
+    assert_eq!(value(&samples, "revenant_relay_blocked_seconds", None), Some(0.0));
 }

@@ -52,6 +52,7 @@ pub(crate) async fn run(
                     "failed": s.failed_final.load(Relaxed),
                     "failed_attempts": s.failed_attempts.load(Relaxed),
                     "in_flight": s.in_flight.load(Relaxed),
+                    "blocked": s.blocks.current(),
                 })
             })
             .collect();
@@ -70,6 +71,10 @@ pub(crate) async fn run(
             "returned": stats.returned.load(Relaxed),
             "in_flight": stats.in_flight.load(Relaxed),
             "connected": stats.connected.load(Relaxed),
+            "unconfirmed": stats.unconfirmed.load(Relaxed),
+            // While RabbitMQ blocks publishing (any source's connection): its reason, since when.
+            "blocked": sources.iter().find_map(|(_, s)| s.blocks.current()),
+            "unclosed_connections": sources.iter().map(|(_, s)| s.blocks.unclosed()).sum::<u64>(),
             "stopped": stopping,
         });
         let res = crate::heartbeats::upsert(&pool, "relay", owner, &host, &detail).await;

@@ -24,7 +24,7 @@
 
 use std::{
     sync::{Arc, atomic::Ordering::Relaxed},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use sqlx::PgPool;
@@ -159,12 +159,13 @@ async fn relay_table(
         let started = Instant::now();
         let outcome = match crate::amqp::connect(&amqp_url, &conn_name).await {
             Ok(conn) => {
+                let follow = crate::amqp::blocked::follow(&conn, stats.blocks.clone(), &conn_name);
                 let res = match Session::open(&table, &conn, &cfg, &stats, owner).await {
                     Ok(mut s) => s.run(&mut listener, &shutdown).await,
                     Err(e) => Err(e),
                 };
                 stats.connected.store(false, Relaxed);
-                let _ = tokio::time::timeout(Duration::from_secs(2), conn.close(200, "relay stopping".into())).await;
+                crate::amqp::blocked::close(&conn, follow, "relay stopping").await;
                 res
             }
             Err(e) => Err(e),

@@ -5,21 +5,19 @@
 //! relay around it owns reconnecting, the heartbeat and the LISTEN connection.
 
 use std::{
-    collections::{HashSet, VecDeque},
-    sync::atomic::Ordering::Relaxed,
+    collections::VecDeque,
+    sync::{Arc, atomic::Ordering::Relaxed},
     time::{Duration, Instant},
 };
 
 use anyhow::Context;
 use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use lapin::{
-    Channel, Confirmation, Connection, ExchangeKind,
-    options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions},
-    protocol::{AMQPErrorKind, AMQPSoftError},
-    types::{FieldTable, ShortString},
+    Channel, Connection,
+    options::{BasicPublishOptions, ConfirmSelectOptions},
 };
 use sqlx::postgres::PgListener;
-use tokio::time::{MissedTickBehavior, error::Elapsed};
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -32,7 +30,13 @@ use super::{
     table::Table,
     waits::{Held, Waits},
 };
-use crate::settings::RelaySettings;
+use crate::{
+    amqp::{
+        blocked::{BlockState, within},
+        confirm::{self, Awaited, Exchanges, Outcome},
+    },
+    settings::RelaySettings,
+};
 
 /// What a confirm future hands back: the row, the outcome, the time the confirm took.
 struct Sent {
@@ -40,7 +44,7 @@ struct Sent {
     event_id: String,
     attempts: i32,
 }
-type Confirmed = (Sent, Result<lapin::Result<Confirmation>, Elapsed>, Duration);
+type Confirmed = (Sent, Awaited, Duration);
 
 impl From<&ClaimedRow> for Sent {
     fn from(r: &ClaimedRow) -> Self {
@@ -73,6 +77,7 @@ enum Wake {
     Claimed(Result<Vec<ClaimedRow>, store::StoreError>),
     Notified(Result<(), sqlx::Error>),
     Poll,
+    Unblocked,
 }
 
 type Claim = BoxFuture<'static, Result<Vec<ClaimedRow>, store::StoreError>>;
@@ -85,9 +90,9 @@ pub(super) struct Session<'a> {
     stats: &'a RelayStats,
     owner: Uuid,
     channel: Channel,
-    /// Passive declares fail by closing their channel, so they get one of their own.
-    probe: Option<Channel>,
-    known_exchanges: HashSet<String>,
+    exchanges: Exchanges,
+    /// Whether the broker blocks this connection; confirm timeouts stop while it does.
+    blocks: Arc<BlockState>,
     backoff: Backoff,
 }
 
@@ -103,7 +108,8 @@ impl<'a> Session<'a> {
         channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
         stats.connected.store(true, Relaxed);
         let backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
-        Ok(Self { table, conn, cfg, stats, owner, channel, probe: None, known_exchanges: HashSet::new(), backoff })
+        let blocks = stats.blocks.clone();
+        Ok(Self { table, conn, cfg, stats, owner, channel, exchanges: Exchanges::default(), blocks, backoff })
     }
 
     /// The next claim, run beside the publishing so the window never waits on it.
@@ -157,13 +163,20 @@ impl<'a> Session<'a> {
         let mut poll = tokio::time::interval(self.cfg.poll);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let (started, mut waits) = (Instant::now(), Waits::default());
+        // Set while blocked, until the publishes in flight then have settled: their leases may
+        // have run out during the block, and a claim meanwhile could take them again.
+        let mut after_block = false;
         let result = loop {
             if shutdown.is_cancelled() {
                 break Ok(());
             }
             let mut broken = None;
             let publishing = Instant::now();
-            while in_flight.len() < self.cfg.window && in_flight.len() + marks.unflushed() < bound {
+            // While the broker blocks the connection nothing it is handed is written: publish
+            // and claim nothing more, and wait for the block to lift (no timeout runs meanwhile).
+            let blocked = self.blocks.is_blocked();
+            after_block = blocked || (after_block && !in_flight.is_empty());
+            while !blocked && in_flight.len() < self.cfg.window && in_flight.len() + marks.unflushed() < bound {
                 let Some((row, deadline)) = buffer.pop_front() else {
                     break;
                 };
@@ -183,7 +196,7 @@ impl<'a> Session<'a> {
                 break Err(e);
             }
             // Claim ahead: the next batch is read while this one is still being sent.
-            if claiming.is_none() && !idle && (buffer.len() as i64) < self.cfg.batch {
+            if claiming.is_none() && !idle && !after_block && (buffer.len() as i64) < self.cfg.batch {
                 claiming = Some(self.claim());
                 waits.claims += 1;
             }
@@ -209,8 +222,9 @@ impl<'a> Session<'a> {
                         None => std::future::pending().await,
                     }
                 }, if claiming.is_some() => Wake::Claimed(r),
-                r = notified(listener), if idle => Wake::Notified(r),
-                _ = poll.tick(), if idle => Wake::Poll,
+                r = notified(listener), if idle && !blocked => Wake::Notified(r),
+                _ = poll.tick(), if idle && !blocked => Wake::Poll,
+                _ = self.blocks.unblocked(), if blocked => Wake::Unblocked,
             };
             waits.waited(held, waiting);
             match wake {
@@ -218,11 +232,12 @@ impl<'a> Session<'a> {
                 Wake::Confirmed(done) => {
                     self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
                     match self.settle(done) {
-                        Ok(mark) => marks.push(mark, self.stats),
+                        Ok(Some(mark)) => marks.push(mark, self.stats),
+                        Ok(None) => {}
                         Err(e) => break Err(e),
                     }
                 }
-                Wake::Flushed | Wake::MarksDue => {}
+                Wake::Flushed | Wake::MarksDue | Wake::Unblocked => {}
                 Wake::Claimed(res) => {
                     claiming = None;
                     // A mapped table's claims run on its lock connection: a failed claim means
@@ -257,14 +272,19 @@ impl<'a> Session<'a> {
         if let Some(claim) = claiming.take() {
             self.claimed(claim.await, &mut buffer);
         }
-        // Confirms already asked for: wait for them (bounded by the confirm timeout each), so
-        // a clean stop re-sends nothing. On a dead channel they resolve at once with an error.
+        // Confirms already asked for: wait for them (bounded by the confirm timeout each, of
+        // unblocked time), so a clean stop re-sends nothing. On a dead channel they resolve at
+        // once with an error. A stop during a block gives up on them: their rows stay leased.
+        if shutdown.is_cancelled() && self.blocks.is_blocked() {
+            in_flight.clear();
+        }
         while let Some(done) = in_flight.next().await {
             match self.settle(done) {
-                Ok(mark) => {
+                Ok(Some(mark)) => {
                     marks.push(mark, self.stats);
                     marks.start(false);
                 }
+                Ok(None) => {}
                 Err(e) => {
                     tracing::debug!(error = %format!("{e:#}"), "confirm lost while draining; the lease will expire")
                 }
@@ -277,6 +297,7 @@ impl<'a> Session<'a> {
         if let Err(e) = self.table.release(self.owner, &ids).await {
             tracing::warn!(error = %e, rows = ids.len(), "cannot release leases; they will expire instead");
         }
+        self.exchanges.close().await;
         let _ = tokio::time::timeout(Duration::from_secs(2), self.channel.close(200, "relay stopping".into())).await;
         result
     }
@@ -307,7 +328,7 @@ impl<'a> Session<'a> {
                 return Ok(None);
             }
         };
-        if !self.exchange_exists(&prepared.exchange).await? {
+        if !self.exchanges.exists(self.conn, prepared.exchange.as_str()).await? {
             let reason = format!("exchange `{}` does not exist (NOT_FOUND)", row.exchange);
             return Ok(Some(Outgoing::Refused(self.failed_attempt(&Sent::from(&row), reason))));
         }
@@ -319,7 +340,7 @@ impl<'a> Session<'a> {
             &row.payload,
             prepared.properties,
         );
-        let confirm = match tokio::time::timeout(self.cfg.confirm_timeout, publish).await {
+        let confirm = match within(&self.blocks, self.cfg.confirm_timeout, publish).await {
             Ok(Ok(confirm)) => confirm,
             // Refused before anything was sent (the channel is closed): give the row back now
             // rather than make it wait for its lease to expire.
@@ -334,63 +355,39 @@ impl<'a> Session<'a> {
         };
         tracing::debug!(id = row.id, event_id = %row.event_id, bytes = row.payload.len(), "published; awaiting confirm");
         let sent = Sent::from(&row);
-        let timeout = self.cfg.confirm_timeout;
+        let (timeout, blocks) = (self.cfg.confirm_timeout, self.blocks.clone());
         let started = Instant::now();
         Ok(Some(Outgoing::Sent(Box::pin(async move {
-            let res = tokio::time::timeout(timeout, confirm).await;
+            let res = within(&blocks, timeout, confirm).await;
             (sent, res, started.elapsed())
         }))))
     }
 
-    async fn exchange_exists(&mut self, name: &ShortString) -> anyhow::Result<bool> {
-        if name.as_str().is_empty() || self.known_exchanges.contains(name.as_str()) {
-            return Ok(true);
-        }
-        let probe = match &self.probe {
-            Some(c) if c.status().connected() => c.clone(),
-            _ => {
-                let c = self.conn.create_channel().await.context("cannot open a probe channel")?;
-                self.probe = Some(c.clone());
-                c
-            }
-        };
-        let opts = ExchangeDeclareOptions { passive: true, ..Default::default() };
-        match probe.exchange_declare(name.clone(), ExchangeKind::Direct, opts, FieldTable::default()).await {
-            Ok(()) => {
-                self.known_exchanges.insert(name.to_string());
-                Ok(true)
-            }
-            Err(e) if is_not_found(&e) => {
-                self.probe = None;
-                Ok(false)
-            }
-            Err(e) => Err(anyhow::Error::new(e).context("passive exchange check failed")),
-        }
-    }
-
-    /// Turns one confirm into the mark to write. `Err` only when the channel is gone.
-    fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<Mark> {
-        let reason = match res {
-            Ok(Ok(Confirmation::Ack(None))) => {
+    /// Turns one confirm into the mark to write: none when the outcome is unknown (the row
+    /// keeps its lease and is re-sent when it ends, as after a crash; not an attempt). `Err`
+    /// only when the channel is gone.
+    fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<Option<Mark>> {
+        match confirm::settle(res) {
+            Outcome::Acked => {
                 self.stats.observe_confirm_latency(latency);
-                return Ok(Mark::Published { id: sent.id });
+                Ok(Some(Mark::Published { id: sent.id }))
             }
-            Ok(Ok(Confirmation::Ack(Some(ret)))) => {
-                RelayStats::bump(&self.stats.returned);
-                format!("returned by the broker: {} {}", ret.reply_code, ret.reply_text)
+            Outcome::Refused { reason, returned } => {
+                if returned {
+                    RelayStats::bump(&self.stats.returned);
+                }
+                Ok(Some(self.failed_attempt(&sent, reason)))
             }
-            Ok(Ok(Confirmation::Nack(Some(ret)))) => {
-                format!("nacked by the broker (returned: {} {})", ret.reply_code, ret.reply_text)
+            Outcome::Unknown { reason, channel_lost } => {
+                RelayStats::bump(&self.stats.unconfirmed);
+                tracing::warn!(id = sent.id, event_id = %sent.event_id, reason,
+                    "publish unconfirmed; the row keeps its lease and is re-sent when it ends");
+                if channel_lost {
+                    anyhow::bail!("confirm lost: channel or connection closed");
+                }
+                Ok(None)
             }
-            Ok(Ok(Confirmation::Nack(None))) => "nacked by the broker".to_string(),
-            Ok(Ok(Confirmation::NotRequested)) => "no confirm: confirms are not enabled on the channel".to_string(),
-            // The confirm may or may not have been given: leave the lease to expire.
-            Ok(Err(e)) => {
-                return Err(anyhow::Error::new(e).context("confirm lost: channel or connection closed"));
-            }
-            Err(_) => format!("no confirm within {} ms", self.cfg.confirm_timeout.as_millis()),
-        };
-        Ok(self.failed_attempt(&sent, reason))
+        }
     }
 
     fn failed_attempt(&self, sent: &Sent, reason: String) -> Mark {
@@ -399,8 +396,4 @@ impl<'a> Session<'a> {
         let attempt = FailedAttempt { id: sent.id, reason, retry_in: self.backoff.delay(number) };
         Mark::Failed { attempt, event_id: sent.event_id.clone(), number }
     }
-}
-
-fn is_not_found(e: &lapin::Error) -> bool {
-    matches!(e.kind(), lapin::ErrorKind::ProtocolError(err) if matches!(err.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
 }

@@ -17,7 +17,7 @@ pub const LATENCY_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 pub struct RelayStats {
     /// Rows marked published after their confirm.
     pub published: AtomicU64,
-    /// Attempts that did not end in a confirm: returned, nacked, timed out, bad row, missing exchange.
+    /// Attempts the broker refused: returned, nacked, bad row, missing exchange.
     pub failed_attempts: AtomicU64,
     /// Rows that ended `failed` (max attempts reached, or a bad row).
     pub failed_final: AtomicU64,
@@ -29,8 +29,13 @@ pub struct RelayStats {
     pub unflushed_marks: AtomicU64,
     /// Mark flushes committed (each one statement, one commit, many rows).
     pub mark_flushes: AtomicU64,
+    /// Publishes with no answer in time or whose channel went away: they may have been
+    /// delivered, so they are not attempts; their rows are re-sent when their lease ends.
+    pub unconfirmed: AtomicU64,
     /// Whether the relay has a broker channel in confirm mode right now.
     pub connected: AtomicBool,
+    /// Whether RabbitMQ blocks the relay's connection (an alarm), and connections left unclosed.
+    pub blocks: std::sync::Arc<crate::amqp::blocked::BlockState>,
     /// Whether this instance publishes the source now (a mapped table: holds its relay lock;
     /// false while standing by for another relay).
     pub active: AtomicBool,

@@ -8,13 +8,8 @@ use anyhow::Context;
 use lapin::{
     Connection, ExchangeKind,
     options::{ExchangeDeclareOptions, QueueDeclareOptions},
-    protocol::{AMQPErrorKind, AMQPSoftError},
     types::{FieldTable, ShortString},
 };
-
-fn is_not_found(e: &lapin::Error) -> bool {
-    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
-}
 
 fn name(v: &str) -> anyhow::Result<ShortString> {
     ShortString::try_new(v).map_err(|_| anyhow::anyhow!("name longer than 255 bytes"))
@@ -33,7 +28,7 @@ pub async fn exchange_exists(conn: &Connection, exchange: &str) -> anyhow::Resul
             let _ = ch.close(200, "probe done".into()).await;
             Ok(true)
         }
-        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) if crate::amqp::is_not_found(&e) => Ok(false),
         Err(e) => Err(anyhow::Error::new(e).context("passive exchange declare failed")),
     }
 }
@@ -47,7 +42,7 @@ pub async fn queue_consumers(conn: &Connection, queue: &str) -> anyhow::Result<O
             let _ = ch.close(200, "probe done".into()).await;
             Ok(Some(q.consumer_count()))
         }
-        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) if crate::amqp::is_not_found(&e) => Ok(None),
         Err(e) => Err(anyhow::Error::new(e).context("passive queue declare failed")),
     }
 }

@@ -35,6 +35,10 @@ pub(crate) async fn run(
             "returned": c.returned,
             "auto_paused": c.auto_paused,
             "connected": c.connected,
+            "unconfirmed": c.unconfirmed,
+            // While RabbitMQ blocks publishing: the broker's reason and since when.
+            "blocked": c.blocked,
+            "unclosed_connections": c.unclosed,
             "stopped": stopping,
         });
         let res = crate::heartbeats::upsert(&pool, "replay", owner, &host, &detail).await;

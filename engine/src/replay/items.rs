@@ -72,14 +72,15 @@ pub async fn release(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<(
     Ok(())
 }
 
-/// Marks the plan done when nothing is pending any more. False when items are still
-/// pending, or the plan was paused or cancelled meanwhile.
+/// Marks the plan done when nothing is pending or unconfirmed any more. False when items are
+/// still to send, or the plan was paused or cancelled meanwhile.
 pub async fn finish(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         "UPDATE replay_plans SET status = 'done', finished_at = now(), updated_at = now(),
             lease_owner = NULL, lease_expires_at = NULL
          WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-           AND NOT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')",
+           AND NOT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')
+           AND NOT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'unconfirmed')",
         plan_id,
         owner
     )
@@ -88,9 +89,11 @@ pub async fn finish(pool: &PgPool, plan_id: i64, owner: Uuid) -> sqlx::Result<bo
     Ok(done.rows_affected() == 1)
 }
 
+/// Whether items are still to send: pending, or unconfirmed (sent again on the next pass).
 pub async fn pending_left(pool: &PgPool, plan_id: i64) -> sqlx::Result<bool> {
     sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending') AS "pending!""#,
+        r#"SELECT EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'pending')
+            OR EXISTS (SELECT 1 FROM replay_items WHERE plan_id = $1 AND status = 'unconfirmed') AS "pending!""#,
         plan_id
     )
     .fetch_one(pool)
@@ -235,4 +238,40 @@ pub async fn mark_failed(db: impl PgExecutor<'_>, plan_id: i64, failed: &[(i64, 
     .fetch_one(db)
     .await?;
     Ok(n as u64)
+}
+
+/// After publishes with no confirm in time, or whose channel went away: each item is
+/// unconfirmed with the reason (it may have been delivered), its dead letter left as it is
+/// (replaying: out of triage). Not a failure and not an attempt. Returns how many changed.
+pub async fn mark_unconfirmed(db: impl PgExecutor<'_>, plan_id: i64, items: &[(i64, String)]) -> sqlx::Result<u64> {
+    if items.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<i64> = items.iter().map(|f| f.0).collect();
+    let reasons: Vec<&str> = items.iter().map(|f| f.1.as_str()).collect();
+    let n = sqlx::query!(
+        "UPDATE replay_items i SET status = 'unconfirmed', error = u.reason
+         FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)
+         WHERE i.plan_id = $1 AND i.dead_letter_id = u.id AND i.dead_letter_id = ANY($2::bigint[])
+           AND i.status = 'pending'",
+        plan_id,
+        &ids,
+        &reasons as &[&str]
+    )
+    .execute(db)
+    .await?;
+    Ok(n.rows_affected())
+}
+
+/// Makes the plan's unconfirmed items pending again, to be sent again under the same message
+/// id (their note stays until they are sent). Run when a sender takes the plan and before
+/// each further pass. Returns how many.
+pub async fn retry_unconfirmed(pool: &PgPool, plan_id: i64) -> sqlx::Result<u64> {
+    let n = sqlx::query!(
+        "UPDATE replay_items SET status = 'pending' WHERE plan_id = $1 AND status = 'unconfirmed'",
+        plan_id
+    )
+    .execute(pool)
+    .await?;
+    Ok(n.rows_affected())
 }

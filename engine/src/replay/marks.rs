@@ -33,6 +33,8 @@ pub fn duplicate_bound(window: usize, cfg: &PublisherConfig) -> usize {
 pub(super) enum Mark {
     Sent(i64),
     Failed(i64, String),
+    /// No confirm in time, or its channel went away: it may have been delivered.
+    Unconfirmed(i64, String),
 }
 
 /// Marks written, `(sent marked, failed marked)` or the last attempt's error, and how long it took.
@@ -165,20 +167,25 @@ impl Marks {
     }
 }
 
-/// The sent marks in one statement; with failures too, both in one transaction.
+/// The sent marks in one statement; with failures or unconfirmed ones too, all in one transaction.
 async fn write(pool: &PgPool, plan_id: i64, marks: &[Mark]) -> sqlx::Result<(u64, u64)> {
     let sent: Vec<i64> = marks.iter().filter_map(|m| if let Mark::Sent(id) = m { Some(*id) } else { None }).collect();
     let failed: Vec<(i64, String)> = marks
         .iter()
         .filter_map(|m| if let Mark::Failed(id, why) = m { Some((*id, why.clone())) } else { None })
         .collect();
-    if failed.is_empty() {
+    let unconfirmed: Vec<(i64, String)> = marks
+        .iter()
+        .filter_map(|m| if let Mark::Unconfirmed(id, why) = m { Some((*id, why.clone())) } else { None })
+        .collect();
+    if failed.is_empty() && unconfirmed.is_empty() {
         // The common case: one statement is its own transaction, one commit.
         return Ok((items::mark_sent(pool, plan_id, &sent).await?, 0));
     }
     let mut tx = pool.begin().await?;
     let s = items::mark_sent(&mut *tx, plan_id, &sent).await?;
     let f = items::mark_failed(&mut *tx, plan_id, &failed).await?;
+    items::mark_unconfirmed(&mut *tx, plan_id, &unconfirmed).await?;
     tx.commit().await?;
     Ok((s, f))
 }

@@ -253,7 +253,7 @@ pub async fn cancel(pool: &PgPool, by: &Principal, client_ip: Option<&str>, id: 
     let returned = sqlx::query_scalar!(
         r#"WITH items AS (
             UPDATE replay_items SET status = 'cancelled', settled_at = now()
-            WHERE plan_id = $1 AND status = 'pending' RETURNING dead_letter_id),
+            WHERE plan_id = $1 AND status IN ('pending', 'unconfirmed') RETURNING dead_letter_id),
          back AS (
             UPDATE dead_letters SET status = 'awaiting'
             WHERE id IN (SELECT dead_letter_id FROM items) AND status = 'replaying' RETURNING id),

@@ -94,3 +94,14 @@ pub async fn died_again_of(
     .await?;
     Ok(rows.into_iter().map(|r| (r.plan_id, r.group_id, r.n)).collect())
 }
+
+/// How many of the plan's items are unconfirmed now (they may have been delivered; they are
+/// sent again on the plan's next pass).
+pub async fn unconfirmed(db: impl PgExecutor<'_>, plan_id: i64) -> Result<i64, ReplayError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM replay_items WHERE plan_id = $1 AND status = 'unconfirmed'"#,
+        plan_id
+    )
+    .fetch_one(db)
+    .await?)
+}

@@ -20,7 +20,7 @@
 use std::{
     collections::HashSet,
     sync::{Arc, atomic::Ordering::Relaxed},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use sqlx::PgPool;
@@ -69,10 +69,11 @@ pub async fn run_with(
         let outcome = match crate::amqp::connect(&amqp_url, &conn_name).await {
             Ok(conn) => {
                 stats.connected.store(true, Relaxed);
+                let follow = crate::amqp::blocked::follow(&conn, stats.blocks.clone(), &conn_name);
                 let conn = Arc::new(conn);
                 let res = session(&pool, &conn, &cfg, &stats, owner, &shutdown).await;
                 stats.connected.store(false, Relaxed);
-                let _ = tokio::time::timeout(Duration::from_secs(2), conn.close(200, "replay stopping".into())).await;
+                crate::amqp::blocked::close(&conn, follow, "replay stopping").await;
                 res
             }
             Err(e) => Err(e),

@@ -9,26 +9,22 @@
 //! the previous confirm, and a failure pauses the plan rather than send the next out of order.
 //! A plan ordered per key keeps that order within each key only ([`super::keys`]).
 
-use std::{
-    collections::{HashMap, VecDeque},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use lapin::{
-    Confirmation, Connection,
+    Connection,
     options::{BasicPublishOptions, ConfirmSelectOptions},
     types::{AMQPValue, LongString, ShortString},
 };
 use sqlx::PgPool;
-use tokio::time::{Instant, error::Elapsed};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    REPLAY_ID_HEADER, REPLAYED_BY_HEADER, autopause, broker,
+    REPLAY_ID_HEADER, REPLAYED_BY_HEADER, autopause,
     config::PublisherConfig,
     items::{self, Outgoing},
     keys::{Keys, Next},
@@ -37,8 +33,20 @@ use super::{
     model::{Order, Plan},
     stats::ReplayStats,
 };
+use crate::amqp::{
+    blocked::{BlockState, within},
+    confirm::{self, Awaited, Exchanges, Outcome},
+};
 
-type Confirmed = (i64, Result<lapin::Result<Confirmation>, Elapsed>);
+type Confirmed = (i64, Awaited);
+
+/// What one confirm came to, for the send loop.
+enum Settled {
+    Sent,
+    Failed,
+    /// No confirm in time: marked unconfirmed, sent again on the next pass.
+    Unconfirmed,
+}
 type Read = BoxFuture<'static, (sqlx::Result<Vec<Outgoing>>, Duration)>;
 
 /// What woke the send loop.
@@ -51,6 +59,7 @@ enum Wake {
     Read((sqlx::Result<Vec<Outgoing>>, Duration)),
     Stop,
     Timer,
+    Unblocked,
 }
 
 /// Where one sender's time went, logged when it stops (the bench reads it to find the slow stage).
@@ -94,7 +103,9 @@ struct Sender<'a> {
     stats: &'a ReplayStats,
     plan: &'a Plan,
     channel: lapin::Channel,
-    exchanges: HashMap<String, bool>,
+    exchanges: Exchanges,
+    /// Whether the broker blocks the connection; confirm timeouts stop while it does.
+    blocks: Arc<BlockState>,
 }
 
 /// Sends `plan` until it is done, paused, cancelled, its lease is lost or `stop` fires.
@@ -110,8 +121,23 @@ pub(super) async fn run(
 ) -> anyhow::Result<()> {
     let channel = conn.create_channel().await.context("cannot open a replay channel")?;
     channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
-    let mut s =
-        Sender { pool: &pool, conn: &conn, cfg: &cfg, stats: &stats, plan: &plan, channel, exchanges: HashMap::new() };
+    let blocks = stats.blocks.clone();
+    let mut s = Sender {
+        pool: &pool,
+        conn: &conn,
+        cfg: &cfg,
+        stats: &stats,
+        plan: &plan,
+        channel,
+        exchanges: Exchanges::default(),
+        blocks,
+    };
+    // Items a previous sender could not confirm are sent again, in their order, this pass.
+    match items::retry_unconfirmed(&pool, plan.id).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(plan_id = plan.id, items = n, "sending unconfirmed items again, same message ids"),
+        Err(e) => tracing::warn!(plan_id = plan.id, error = %e, "cannot requeue unconfirmed items; next pass"),
+    }
     tracing::info!(
         plan_id = plan.id,
         total = plan.total,
@@ -129,6 +155,7 @@ pub(super) async fn run(
     if let Err(e) = items::release(&pool, plan.id, owner).await {
         tracing::warn!(plan_id = plan.id, error = %e, "cannot release the plan's lease; it will expire");
     }
+    s.exchanges.close().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), s.channel.close(200, "replay stopping".into())).await;
     res
 }
@@ -172,6 +199,9 @@ impl Sender<'_> {
                 stopping = true;
             }
             let now = Instant::now();
+            // While the broker blocks the connection nothing handed to it is written: send
+            // nothing more and wait for the block to lift (no confirm timeout runs meanwhile).
+            let blocked = self.blocks.is_blocked();
             if !stopping && now >= next_control {
                 next_control = now + self.cfg.control_every;
                 stopping = !self.still_ours(owner).await;
@@ -190,7 +220,8 @@ impl Sender<'_> {
                 {
                     reading = Some(self.read(cursor));
                 }
-                if in_flight.len() < window && (keys.has_ready() || !buffer.is_empty()) && now >= next_slot {
+                if !blocked && in_flight.len() < window && (keys.has_ready() || !buffer.is_empty()) && now >= next_slot
+                {
                     let item = match keys.next(&mut buffer) {
                         Some(Next::Send(item)) => item,
                         Some(Next::Hold(item, why)) => {
@@ -230,9 +261,13 @@ impl Sender<'_> {
                             tracing::info!(plan_id, "replay plan done");
                             break;
                         }
-                        // Items still pending behind the cursor (a mark that did not commit):
-                        // go round again; they are re-sent, at-least-once.
+                        // Items still pending behind the cursor (a mark that did not commit) or
+                        // unconfirmed: go round again; they are re-sent, at-least-once, under
+                        // their same message ids.
                         Ok(false) if items::pending_left(self.pool, plan_id).await.unwrap_or(true) => {
+                            if let Err(e) = items::retry_unconfirmed(self.pool, plan_id).await {
+                                tracing::warn!(plan_id, error = %e, "cannot requeue unconfirmed items");
+                            }
                             (cursor, exhausted) = (0, false);
                             continue;
                         }
@@ -244,7 +279,7 @@ impl Sender<'_> {
             marks.start(false);
             // Backpressure: no more than `mark_batch` confirmed items wait for their mark.
             let take_confirms = !in_flight.is_empty() && marks.has_room();
-            let sending = !stopping && (keys.has_ready() || !buffer.is_empty()) && in_flight.len() < window;
+            let sending = !stopping && !blocked && (keys.has_ready() || !buffer.is_empty()) && in_flight.len() < window;
             let mut wake_at = if sending { next_slot.min(next_control) } else { next_control };
             // Only when a read would start on waking: with the buffer full, an old `next_read`
             // would wake the loop at once, again and again (a busy loop that took a core).
@@ -268,6 +303,7 @@ impl Sender<'_> {
                 }, if reading.is_some() => Wake::Read(r),
                 Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
                 _ = stop.cancelled(), if !stopping => Wake::Stop,
+                _ = self.blocks.unblocked(), if blocked => Wake::Unblocked,
                 _ = tokio::time::sleep_until(wake_at) => Wake::Timer,
             };
             let waited = waiting.elapsed();
@@ -277,12 +313,25 @@ impl Sender<'_> {
             }
             match wake {
                 Wake::Confirmed(done) => match (done.0, self.settle(done, marks).await) {
-                    (id, Ok(true)) => hold(keys.settled(id, true), marks),
+                    (id, Ok(Settled::Sent)) => hold(keys.settled(id, true), marks),
                     // An ordered plan stops at its first failure; one ordered per key holds
                     // back that key's later messages.
-                    (id, Ok(false)) => {
+                    (id, Ok(Settled::Failed)) => {
                         hold(keys.settled(id, false), marks);
                         stopping |= self.plan.ordered;
+                    }
+                    // Unordered: it is sent again on the next pass. Ordered (whole plan or
+                    // per key): nothing after it may go first, so the sender stops and the
+                    // plan is taken again after a reconnect, this item first.
+                    (id, Ok(Settled::Unconfirmed)) => {
+                        if self.plan.ordered || self.plan.order().keyed() {
+                            result = Err(anyhow::anyhow!(
+                                "no confirm for dead letter {id} of an ordered plan; sending it again after reconnecting"
+                            ));
+                            stopping = true;
+                        } else {
+                            hold(keys.settled(id, true), marks);
+                        }
                     }
                     (_, Err(e)) => {
                         result = Err(e);
@@ -306,7 +355,7 @@ impl Sender<'_> {
                     }
                 }
                 Wake::Stop => stopping = true,
-                Wake::Flushed | Wake::Timer => {}
+                Wake::Flushed | Wake::Timer | Wake::Unblocked => {}
             }
         }
         t.log(plan_id, started.elapsed(), marks);
@@ -375,7 +424,7 @@ impl Sender<'_> {
                 return Ok(None);
             }
         };
-        if !self.exchange_exists(&item.exchange).await? {
+        if !self.exchanges.exists(self.conn, &item.exchange).await? {
             self.fail(marks, dl.id, format!("exchange `{}` does not exist (NOT_FOUND)", item.exchange)).await;
             return Ok(None);
         }
@@ -387,7 +436,7 @@ impl Sender<'_> {
         let props = props.with_headers(headers).with_delivery_mode(2);
         let options = BasicPublishOptions { mandatory: true, immediate: false };
         let publish = self.channel.basic_publish(exchange, routing_key, options, &dl.body, props);
-        let confirm = match tokio::time::timeout(self.cfg.confirm_timeout, publish).await {
+        let confirm = match within(&self.blocks, self.cfg.confirm_timeout, publish).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost")),
             Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
@@ -399,41 +448,40 @@ impl Sender<'_> {
             bytes = dl.body.len(),
             "replayed; awaiting confirm"
         );
-        let (id, timeout) = (dl.id, self.cfg.confirm_timeout);
-        Ok(Some(Box::pin(async move { (id, tokio::time::timeout(timeout, confirm).await) })))
+        let (id, timeout, blocks) = (dl.id, self.cfg.confirm_timeout, self.blocks.clone());
+        Ok(Some(Box::pin(async move { (id, within(&blocks, timeout, confirm).await) })))
     }
 
-    async fn exchange_exists(&mut self, exchange: &str) -> anyhow::Result<bool> {
-        if let Some(known) = self.exchanges.get(exchange) {
-            return Ok(*known);
-        }
-        let exists = broker::exchange_exists(self.conn, exchange).await?;
-        self.exchanges.insert(exchange.to_string(), exists);
-        Ok(exists)
-    }
-
-    /// Records one confirm as a mark: Ok(true) sent, Ok(false) failed, Err when the channel is gone.
-    async fn settle(&self, (id, res): Confirmed, marks: &mut Marks) -> anyhow::Result<bool> {
-        let reason = match res {
-            Ok(Ok(Confirmation::Ack(None))) => {
+    /// Records one confirm as a mark. `Err` when the channel is gone (its item is marked
+    /// unconfirmed first).
+    async fn settle(&self, (id, res): Confirmed, marks: &mut Marks) -> anyhow::Result<Settled> {
+        match confirm::settle(res) {
+            Outcome::Acked => {
                 marks.push(Mark::Sent(id));
-                return Ok(true);
+                Ok(Settled::Sent)
             }
-            Ok(Ok(Confirmation::Ack(Some(ret)))) => {
-                ReplayStats::bump(&self.stats.returned);
-                format!("returned by the broker: {} {}", ret.reply_code, ret.reply_text)
+            Outcome::Refused { reason, returned } => {
+                if returned {
+                    ReplayStats::bump(&self.stats.returned);
+                }
+                self.fail(marks, id, reason).await;
+                Ok(Settled::Failed)
             }
-            Ok(Ok(Confirmation::Nack(Some(ret)))) => {
-                format!("nacked by the broker (returned: {} {})", ret.reply_code, ret.reply_text)
+            Outcome::Unknown { reason, channel_lost } => {
+                ReplayStats::bump(&self.stats.unconfirmed);
+                tracing::warn!(
+                    plan_id = self.plan.id,
+                    dead_letter_id = id,
+                    reason,
+                    "replay item unconfirmed; it stays out of triage and is sent again under the same message id"
+                );
+                marks.push(Mark::Unconfirmed(id, reason));
+                if channel_lost {
+                    anyhow::bail!("confirm lost: channel or connection closed");
+                }
+                Ok(Settled::Unconfirmed)
             }
-            Ok(Ok(Confirmation::Nack(None))) => "nacked by the broker".to_string(),
-            Ok(Ok(Confirmation::NotRequested)) => "no confirm: confirms are not enabled on the channel".to_string(),
-            // It may have reached the broker: leave it pending, to be re-sent (at-least-once).
-            Ok(Err(e)) => return Err(anyhow::Error::new(e).context("confirm lost: channel or connection closed")),
-            Err(_) => format!("no confirm within {} ms", self.cfg.confirm_timeout.as_millis()),
-        };
-        self.fail(marks, id, reason).await;
-        Ok(false)
+        }
     }
 
     /// Queues the item's failed mark. An ordered plan then stops: every mark is committed

@@ -4,6 +4,7 @@
 //! by default (they stop nodes) and run alone by scripts/test, which starts the cluster
 //! first; without the cluster they fail and say how to start it. docs/CLUSTER.md.
 
+mod alarm;
 mod failover;
 
 use std::process::Command;

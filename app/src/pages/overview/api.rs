@@ -49,9 +49,23 @@ pub async fn heartbeats() -> Result<Vec<HeartbeatView>, AppError> {
         .collect())
 }
 
-/// What an on-call engineer wants from a heartbeat at a glance.
+/// What an on-call engineer wants from a heartbeat at a glance: a block by RabbitMQ first.
 #[cfg(feature = "ssr")]
 fn summary(role: &str, d: &serde_json::Value) -> String {
+    let base = role_summary(role, d);
+    let Some(b) = d.get("blocked").filter(|b| b.is_object()) else { return base };
+    let reason = b.get("reason").and_then(serde_json::Value::as_str).unwrap_or("blocked");
+    let since = b
+        .get("since")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| s.parse::<chrono::DateTime<chrono::Utc>>().ok());
+    let secs = since.map_or(0, |t| (chrono::Utc::now() - t).num_seconds());
+    let blocked = format!("publishers blocked by RabbitMQ ({reason}) for {}; waiting", crate::format::age_secs(secs));
+    if base.is_empty() { blocked } else { format!("{blocked} · {base}") }
+}
+
+#[cfg(feature = "ssr")]
+fn role_summary(role: &str, d: &serde_json::Value) -> String {
     let n = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
     match role {
         "relay" => {
@@ -79,7 +93,10 @@ fn summary(role: &str, d: &serde_json::Value) -> String {
             if sources.len() > 1 { format!("{base} · sources: {}", sources.join(", ")) } else { base }
         }
         "replay" => match (n("plans_running"), n("sent"), n("failed")) {
-            (Some(p), Some(s), Some(f)) => format!("plans running {p} · sent {s} · failed {f}"),
+            (Some(p), Some(s), Some(f)) => match n("unconfirmed").filter(|u| *u > 0) {
+                Some(u) => format!("plans running {p} · sent {s} · failed {f} · unconfirmed {u} (sent again)"),
+                None => format!("plans running {p} · sent {s} · failed {f}"),
+            },
             _ => String::new(),
         },
         "ingest" => d

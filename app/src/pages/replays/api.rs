@@ -84,6 +84,9 @@ pub struct PlanView {
     /// failed first (at most [`HELD_KEYS_SHOWN`]).
     #[serde(default)]
     pub held_keys: Vec<(String, i64)>,
+    /// Items with no confirm in time: they may have been delivered, and are sent again.
+    #[serde(default)]
+    pub unconfirmed: i64,
 }
 
 /// Held-back keys a plan page lists.

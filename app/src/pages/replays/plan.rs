@@ -42,7 +42,7 @@ pub fn PlanPage() -> impl IntoView {
                             Some(s) => format!("{base}?status={s}"),
                             None => base.clone(),
                         };
-                        let tabs: Vec<(String, String, bool)> = [None, Some(ItemStatus::Failed), Some(ItemStatus::Pending), Some(ItemStatus::Sent)]
+                        let tabs: Vec<(String, String, bool)> = [None, Some(ItemStatus::Failed), Some(ItemStatus::Unconfirmed), Some(ItemStatus::Pending), Some(ItemStatus::Sent)]
                             .into_iter()
                             .map(|s| (filtered(s), s.map(|s| s.to_string()).unwrap_or_else(|| "all items".into()), s == status))
                             .collect();
@@ -83,6 +83,11 @@ pub fn PlanPage() -> impl IntoView {
                                                 <span class="font-mono">{k.clone()}</span>" (after "
                                                 <a class="underline" href=types::routes::dead_letter(*first)>{format!("#{first}")}</a>") "
                                             }).collect_view()}
+                                        </div>
+                                    })}
+                                    {(p.unconfirmed > 0).then(|| view! {
+                                        <div class="text-amber-700 dark:text-amber-400 text-xs" data-testid="plan-unconfirmed">
+                                            {format!("{} unconfirmed: no confirm came in time, so they may have been delivered. They stay out of triage and are sent again under the same message id.", p.unconfirmed)}
                                         </div>
                                     })}
                                     {p.waiting.clone().map(|w| view! { <div class="text-amber-700 dark:text-amber-400 text-xs" data-testid="plan-waiting">{w}</div> })}

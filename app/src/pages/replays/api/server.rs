@@ -82,6 +82,7 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
         waiting: None,
         died_again: Vec::new(),
         held_keys: Vec::new(),
+        unconfirmed: 0,
     }
 }
 
@@ -189,16 +190,26 @@ pub async fn get(id: i64, after: Option<i64>, status: Option<ItemStatus>) -> Res
         held.truncate(super::HELD_KEYS_SHOWN);
         view.held_keys = held;
     }
+    view.unconfirmed = replay::progress::unconfirmed(&state.pool, id).await.map_err(replay_error)?;
     if matches!(view.status, PlanStatus::Scheduled | PlanStatus::Running) {
         // A publisher beats every 5 s; one seen in the last 30 s, connected, is sending.
         let beats = engine::heartbeats::recent(&state.pool).await?;
+        let blocked = beats.iter().find_map(|h| {
+            (h.role == "replay" && h.age_secs < 30.0 && h.detail["stopped"].as_bool() != Some(true))
+                .then(|| h.detail["blocked"]["reason"].as_str().map(str::to_string))
+                .flatten()
+        });
         let sending = beats.iter().any(|h| {
             h.role == "replay"
                 && h.age_secs < 30.0
                 && h.detail["connected"].as_bool() == Some(true)
                 && h.detail["stopped"].as_bool() != Some(true)
         });
-        if !sending {
+        if let Some(reason) = blocked {
+            view.waiting = Some(format!(
+                "RabbitMQ blocks publishing ({reason}): this plan waits without timing out, and goes on by itself once the alarm clears."
+            ));
+        } else if !sending {
             view.waiting = Some(
                 "No replay publisher is connected to RabbitMQ now: this plan waits, and goes on by itself once one is."
                     .into(),
