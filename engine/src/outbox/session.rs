@@ -163,9 +163,11 @@ impl<'a> Session<'a> {
         let mut poll = tokio::time::interval(self.cfg.poll);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let (started, mut waits) = (Instant::now(), Waits::default());
-        // Set while blocked, until the publishes in flight then have settled: their leases may
-        // have run out during the block, and a claim meanwhile could take them again.
+        // Set while blocked, until the publishes in flight then have settled and their marks
+        // committed: their leases may have run out during the block, and a claim meanwhile
+        // would take them again.
         let mut after_block = false;
+        let mut doubtful = false;
         let result = loop {
             if shutdown.is_cancelled() {
                 break Ok(());
@@ -175,8 +177,10 @@ impl<'a> Session<'a> {
             // While the broker blocks the connection nothing it is handed is written: publish
             // and claim nothing more, and wait for the block to lift (no timeout runs meanwhile).
             let blocked = self.blocks.is_blocked();
-            after_block = blocked || (after_block && !in_flight.is_empty());
-            while !blocked && in_flight.len() < self.cfg.window && in_flight.len() + marks.unflushed() < bound {
+            after_block = blocked || (after_block && (!in_flight.is_empty() || marks.unflushed() > 0));
+            // After a confirm that did not come, one publish at a time until one is acked.
+            let window = if doubtful { 1 } else { self.cfg.window };
+            while !blocked && in_flight.len() < window && in_flight.len() + marks.unflushed() < bound {
                 let Some((row, deadline)) = buffer.pop_front() else {
                     break;
                 };
@@ -232,8 +236,11 @@ impl<'a> Session<'a> {
                 Wake::Confirmed(done) => {
                     self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
                     match self.settle(done) {
-                        Ok(Some(mark)) => marks.push(mark, self.stats),
-                        Ok(None) => {}
+                        Ok(Some(mark)) => {
+                            doubtful &= !matches!(mark, Mark::Published { .. });
+                            marks.push(mark, self.stats);
+                        }
+                        Ok(None) => doubtful = true,
                         Err(e) => break Err(e),
                     }
                 }

@@ -179,7 +179,11 @@ impl Sender<'_> {
     async fn send_all(&mut self, owner: Uuid, stop: &CancellationToken, marks: &mut Marks) -> anyhow::Result<()> {
         let plan_id = self.plan.id;
         let interval = self.plan.rate_per_sec.map(|r| Duration::from_secs_f64(1.0 / f64::from(r)));
-        let window = if self.plan.ordered { 1 } else { self.cfg.window.max(1) };
+        let full_window = if self.plan.ordered { 1 } else { self.cfg.window.max(1) };
+        // After a confirm that did not come, one message at a time until one is acked: while
+        // the broker does not answer, each further send would only be unconfirmed too (and
+        // sent twice later).
+        let mut doubtful = false;
         let limit = self.cfg.batch.max(1);
         let mut keys = self.keys().await?;
         // Messages parked behind their key's message in flight: reading ahead stops past this.
@@ -202,6 +206,7 @@ impl Sender<'_> {
             // While the broker blocks the connection nothing handed to it is written: send
             // nothing more and wait for the block to lift (no confirm timeout runs meanwhile).
             let blocked = self.blocks.is_blocked();
+            let window = if doubtful { 1 } else { full_window };
             if !stopping && now >= next_control {
                 next_control = now + self.cfg.control_every;
                 stopping = !self.still_ours(owner).await;
@@ -313,7 +318,10 @@ impl Sender<'_> {
             }
             match wake {
                 Wake::Confirmed(done) => match (done.0, self.settle(done, marks).await) {
-                    (id, Ok(Settled::Sent)) => hold(keys.settled(id, true), marks),
+                    (id, Ok(Settled::Sent)) => {
+                        doubtful = false;
+                        hold(keys.settled(id, true), marks);
+                    }
                     // An ordered plan stops at its first failure; one ordered per key holds
                     // back that key's later messages.
                     (id, Ok(Settled::Failed)) => {
@@ -324,6 +332,7 @@ impl Sender<'_> {
                     // per key): nothing after it may go first, so the sender stops and the
                     // plan is taken again after a reconnect, this item first.
                     (id, Ok(Settled::Unconfirmed)) => {
+                        doubtful = true;
                         if self.plan.ordered || self.plan.order().keyed() {
                             result = Err(anyhow::anyhow!(
                                 "no confirm for dead letter {id} of an ordered plan; sending it again after reconnecting"

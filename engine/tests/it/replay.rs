@@ -8,6 +8,7 @@ mod origin;
 mod plans;
 mod sending;
 mod story;
+mod unconfirmed;
 
 use std::{sync::Arc, time::Duration};
 
