@@ -19,6 +19,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("dependencies", AtLeast(Viewer)),
     ("heartbeats", AtLeast(Viewer)),
     ("alerts/firing", AtLeast(Viewer)),
+    ("broker/blocked", AtLeast(Viewer)),
     ("replay/preview", AtLeast(Operator)),
     ("replay/create", AtLeast(Operator)),
     ("replay/list", AtLeast(Viewer)),

@@ -17,6 +17,9 @@ words! {
         NewFailureGroup = "new_failure_group",
         /// Failing reliability checks on critical queues, plus node alarms (Topology page).
         TopologyCritical = "topology_critical",
+        /// Seconds RabbitMQ has been blocking a role's publishing (a memory or disk alarm),
+        /// from the relay and replay heartbeats; 0 when nothing is blocked.
+        PublishersBlocked = "publishers_blocked",
     }
 }
 
@@ -39,6 +42,7 @@ impl RuleKind {
             RuleKind::OutboxFailed => "failed outbox rows",
             RuleKind::NewFailureGroup => "new failure groups",
             RuleKind::TopologyCritical => "failing checks on critical queues",
+            RuleKind::PublishersBlocked => "seconds publishers blocked",
         }
     }
 
@@ -46,7 +50,7 @@ impl RuleKind {
         match self {
             RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => Some(TargetKind::Queue),
             RuleKind::OutboxOldestAge | RuleKind::OutboxStuck | RuleKind::OutboxFailed => Some(TargetKind::Source),
-            RuleKind::NewFailureGroup | RuleKind::TopologyCritical => None,
+            RuleKind::NewFailureGroup | RuleKind::TopologyCritical | RuleKind::PublishersBlocked => None,
         }
     }
 

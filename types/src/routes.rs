@@ -119,6 +119,8 @@ pub fn alert_cause(kind: RuleKind, target: Option<&str>, group_id: Option<i64>) 
             None => failure_groups(None),
         },
         RuleKind::TopologyCritical => format!("/{TOPOLOGY}"),
+        // The Overview: the banner names the alarm, the heartbeats who waits.
+        RuleKind::PublishersBlocked => "/".to_string(),
     }
 }
 

@@ -432,6 +432,37 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
     db.drop_db().await;
 }
 
+/// The heartbeat a relay writes while RabbitMQ blocks it (as `outbox::heartbeat` does).
+async fn blocked_heartbeat(pool: &PgPool, since_secs: i64) {
+    let since = chrono::Utc::now() - chrono::Duration::seconds(since_secs);
+    let detail = serde_json::json!({"connected": true, "stopped": false,
+        "blocked": {"reason": "low on memory", "since": since}});
+    engine::heartbeats::upsert(pool, "relay", uuid::Uuid::now_v7(), "host-a", &detail).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_publishers_blocked_rule_fires_on_a_long_block_and_resolves_when_it_lifts() {
+    let db = fresh_db().await;
+    let rx = Receiver::start(&[]).await;
+    let r =
+        alerts::create(&db.pool, &op(), &ip(), &rule("blocked", "publishers_blocked", "", "60", "300", "0", &rx.url))
+            .await
+            .unwrap();
+    tick(&db.pool, &[], &cfg()).await;
+    assert_eq!(state(&db.pool, r.id).await.0, AlertState::Ok);
+    blocked_heartbeat(&db.pool, 90).await;
+    tick(&db.pool, &[], &cfg()).await;
+    let (st, sev, value) = state(&db.pool, r.id).await;
+    assert_eq!((st, sev), (AlertState::Firing, Some(Severity::Warning)));
+    assert!(value.unwrap() >= 90.0, "{value:?}");
+    assert_eq!(rx.bodies()[0]["link"], "http://revenant.example/");
+    // The block lifts: the next heartbeat has no `blocked`.
+    sqlx::query!("UPDATE heartbeats SET detail = detail - 'blocked'").execute(&db.pool).await.unwrap();
+    tick(&db.pool, &[], &cfg()).await;
+    assert_eq!(state(&db.pool, r.id).await, (AlertState::Resolved, None, Some(0.0)));
+    db.drop_db().await;
+}
+
 #[tokio::test]
 async fn send_test_posts_one_marked_request_with_an_absolute_link_and_audits_the_outcome() {
     let db = fresh_db().await;
