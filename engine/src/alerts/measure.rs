@@ -105,7 +105,7 @@ pub async fn measure(
         RuleKind::OutboxFailed => count(source()?, Bucket::Failed).await,
         RuleKind::PublishersBlocked => {
             // The longest current block of any role, from heartbeats of the last 30 s.
-            let longest = crate::heartbeats::blocked(own).await?.first().map(|b| (chrono::Utc::now() - b.since));
+            let longest = crate::heartbeats::blocked(own).await?.first().map(|b| chrono::Utc::now() - b.since);
             Ok(Measurement::of(longest.map_or(0.0, |d| d.num_milliseconds().max(0) as f64 / 1000.0)))
         }
     }

@@ -27,7 +27,15 @@ pub struct HeartbeatView {
 pub async fn dependency_status() -> Result<Vec<DependencyView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
-    let (pg, mq) = tokio::join!(engine::health::postgres(&state.pool), state.broker.check());
+    let (pg, mut mq, blocked) = tokio::join!(
+        engine::health::postgres(&state.pool),
+        state.broker.check(),
+        engine::heartbeats::blocked(&state.pool)
+    );
+    // Reachable is not the whole story: a broker with an alarm accepts connections and blocks publishers.
+    if let Some(b) = blocked.ok().and_then(|b| b.into_iter().next()) {
+        mq.detail = format!("{} · publishers blocked ({})", mq.detail, b.reason);
+    }
     Ok([pg, mq].into_iter().map(|d| DependencyView { name: d.name.to_string(), ok: d.ok, detail: d.detail }).collect())
 }
 

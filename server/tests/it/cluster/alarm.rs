@@ -36,6 +36,28 @@ impl Drop for ClearAlarm {
     }
 }
 
+/// The connection name prefix of this test's `role` instance (`revenant-relay <instance>`),
+/// from its heartbeat: other processes on the cluster are not counted.
+async fn prefix_of(pool: &sqlx::PgPool, role: &str) -> String {
+    let instance: String =
+        sqlx::query_scalar!(r#"SELECT instance::text AS "i!" FROM heartbeats WHERE role = $1"#, role)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    format!("revenant-{role} {instance}")
+}
+
+/// `serve`, killed when dropped (also when the test fails midway: a stray process would keep
+/// its connections on the cluster).
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
 /// Open connections per name prefix, from node 1's management API.
 async fn connections(prefix: &str) -> usize {
     let url = "http://127.0.0.1:15681/api/connections?columns=user_provided_name,client_properties";
@@ -77,8 +99,8 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     let replay_q = engine::testing::unique("alarm.replay");
     declare_quorum(0, &events_q, &[]).await;
     declare_quorum(0, &replay_q, &[]).await;
-    // A service writing events all along (1 000/s in groups of 100), before, during and
-    // after the alarm; it stops when told and hands back every event id it wrote.
+    // A service writing events (1 000/s in groups of 100) until 5 s into the alarm, so the
+    // relay is mid-stream when it comes; it hands back every event id it wrote.
     let writing = tokio_util::sync::CancellationToken::new();
     let writer = {
         let (pool, queue, stop) = (db.pool.clone(), events_q.clone(), writing.clone());
@@ -124,7 +146,7 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
         ("REVENANT_ALERTS", "false"),
         ("REVENANT_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15681"),
     ];
-    let mut serve = spawn_on("serve", &db.url, ("AMQP_URLS", &urls_from(0)), &roles);
+    let serve = Serve(spawn_on("serve", &db.url, ("AMQP_URLS", &urls_from(0)), &roles));
     let base = format!("http://{bind}");
     let web = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     wait_until("the console answers", Duration::from_secs(60), async || {
@@ -154,12 +176,17 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     })
     .await;
     let seen_blocked_after = raised.elapsed();
+    tokio::time::sleep(Duration::from_secs(5).saturating_sub(raised.elapsed())).await;
+    writing.cancel();
+    let event_ids = writer.await.unwrap();
+    let n = event_ids.len() as i64;
     // During the alarm: one connection per role, the heartbeats say blocked, nothing fails.
     let (mut most_relay, mut most_replay, mut heartbeat_blocked) = (0, 0, false);
     let (at_block_published, at_block_sent) = (published().await, sent().await);
+    let (relay_name, replay_name) = (prefix_of(&pool, "relay").await, prefix_of(&pool, "replay").await);
     while raised.elapsed() < Duration::from_secs(alarm_secs()) {
-        most_relay = most_relay.max(connections("revenant-relay").await);
-        most_replay = most_replay.max(connections("revenant-replay").await);
+        most_relay = most_relay.max(connections(&relay_name).await);
+        most_replay = most_replay.max(connections(&replay_name).await);
         let blocked = engine::heartbeats::blocked(&pool).await.unwrap();
         heartbeat_blocked |= ["relay", "replay"].iter().all(|r| blocked.iter().any(|b| b.role == *r));
         let plan_now = progress::get(&pool, p.id).await.unwrap();
@@ -170,10 +197,6 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     let unconfirmed_during = count!(&pool, "SELECT count(*) FROM replay_items WHERE status = 'unconfirmed'");
     drop(alarm);
     let lifted = Instant::now();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    writing.cancel();
-    let event_ids = writer.await.unwrap();
-    let n = event_ids.len() as i64;
     wait_until("every event published and the plan done", Duration::from_secs(240), async || {
         published().await == n && progress::get(&pool, p.id).await.unwrap().status == "done"
     })
@@ -194,8 +217,7 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
         .sum();
     let relay_unconfirmed = sample(&m, "revenant_relay_unconfirmed_total").map_or(-1.0, |s| s.1);
     let attempts_failed = count!(&pool, "SELECT count(*) FROM outbox WHERE attempts > 1 OR status <> 'published'");
-    serve.kill().ok();
-    serve.wait().ok();
+    drop(serve);
 
     let done = progress::get(&db.pool, p.id).await.unwrap();
     let conn = super::connect(0).await.unwrap();
