@@ -8,15 +8,17 @@
 pub mod blocked;
 pub mod confirm;
 pub mod reconnect;
+pub mod url;
+
+pub use url::{first_url, node_of, urls};
 
 use std::{
-    str::FromStr,
     sync::atomic::{AtomicUsize, Ordering::Relaxed},
     time::Duration,
 };
 
 use anyhow::Context;
-use lapin::{Connection, ConnectionProperties, uri::AMQPUri};
+use lapin::{Connection, ConnectionProperties};
 
 /// How long one node of a list may take to accept a connection before the next is tried.
 const NODE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,28 +28,10 @@ const NODE_TIMEOUT: Duration = Duration::from_secs(10);
 /// same live node instead of each retrying the dead one first.
 static PREFERRED: AtomicUsize = AtomicUsize::new(0);
 
-/// The URLs of a broker setting: one, or several nodes joined with commas (`amqp_urls`).
-pub fn urls(list: &str) -> Vec<&str> {
-    list.split(',').map(str::trim).filter(|u| !u.is_empty()).collect()
-}
-
-/// The first URL of a list (for what all nodes share, such as the vhost).
-pub fn first_url(list: &str) -> &str {
-    urls(list).first().copied().unwrap_or(list)
-}
-
 /// Whether a broker error is a 404 (a passive declare or a delete of something missing).
 pub fn is_not_found(e: &lapin::Error) -> bool {
     use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
     matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
-}
-
-/// `host:port` of a URL, for logs and errors (never the credentials).
-pub fn node_of(url: &str) -> String {
-    match AMQPUri::from_str(url) {
-        Ok(u) => format!("{}:{}", u.authority.host, u.authority.port),
-        Err(_) => "an unparsable URL".into(),
-    }
 }
 
 /// Connects to the broker. With several URLs (the nodes of a cluster) it starts at the node

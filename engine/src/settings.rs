@@ -176,7 +176,7 @@ pub struct Settings {
     /// Secret: it may carry a password; `{:?}` of the settings prints `[REDACTED]`.
     pub database_url: SecretString,
     /// One AMQP URL, or several nodes of one cluster joined with commas (`amqp_urls`):
-    /// [`crate::amqp::connect`] tries them in turn.
+    /// `amqp::connect` tries them in turn.
     pub amqp_url: SecretString,
     pub bind: SocketAddr,
     pub log_format: LogFormat,
@@ -545,7 +545,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
 /// The vhost an AMQP URL names ("/" when none), percent-decoded; of a list, the first's
 /// (settings check that all name the same).
 pub fn vhost_of(amqp_url: &str) -> String {
-    let amqp_url = crate::amqp::first_url(amqp_url);
+    let amqp_url = crate::amqp::url::first_url(amqp_url);
     let rest = amqp_url.split_once("://").map(|(_, r)| r).unwrap_or(amqp_url);
     let path = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
     let path = path.split('?').next().unwrap_or("");

@@ -13,6 +13,8 @@
 //! (5) When `public_url` or `auth.allowed_origins` is set, a `Host` not among them is refused
 //! (DNS rebinding), except on the probes. (6) HSTS is sent when `auth.secure_cookies` is on.
 
+pub mod hosts;
+
 use axum::{
     body::Body,
     extract::{ConnectInfo, State},
@@ -72,25 +74,6 @@ async fn resolve(state: &ServerState, headers: &axum::http::HeaderMap, from_prox
             None
         }
     }
-}
-
-/// The hosts a request may name when `public_url` / `allowed_origins` are set (lower case,
-/// with and without the port); empty means any.
-pub fn allowed_hosts(settings: &engine::settings::Settings) -> Vec<String> {
-    let origins = settings.public_url.iter().chain(settings.auth.allowed_origins.iter());
-    let mut hosts = Vec::new();
-    for o in origins {
-        let Ok(u) = url::Url::parse(o) else { continue };
-        let Some(host) = u.host_str() else { continue };
-        let host = host.to_ascii_lowercase();
-        if let Some(port) = u.port_or_known_default() {
-            hosts.push(format!("{host}:{port}"));
-        }
-        if u.port().is_none() {
-            hosts.push(host);
-        }
-    }
-    hosts
 }
 
 pub async fn hosts(State(state): State<ServerState>, req: Request<Body>, next: Next) -> Response {

@@ -10,7 +10,7 @@ use leptos::prelude::LeptosOptions;
 pub struct ServerState {
     pub leptos: LeptosOptions,
     pub app: AppState,
-    /// The `Host` values requests may carry (see `security::allowed_hosts`); empty means any.
+    /// The `Host` values requests may carry (see `security/hosts.rs`); empty means any.
     pub allowed_hosts: Arc<Vec<String>>,
     /// The list downloads running (`export::slots`).
     pub exports: crate::export::slots::Slots,
@@ -18,7 +18,7 @@ pub struct ServerState {
 
 impl ServerState {
     pub fn new(leptos: LeptosOptions, app: AppState) -> Self {
-        let allowed_hosts = Arc::new(crate::security::allowed_hosts(&app.settings));
+        let allowed_hosts = Arc::new(crate::security::hosts::allowed_hosts(&app.settings));
         let exports = crate::export::slots::Slots::default();
         Self { leptos, app, allowed_hosts, exports }
     }

@@ -11,9 +11,9 @@
 //! ones are absent, except an empty `x-original-exchange`, which is the default exchange. This
 //! module only reads; `received` decides that `x-death`, the broker's own record, outranks it.
 
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 
-use super::headers::{as_i64, as_text};
+use super::headers::{as_i64, as_text, header, text_ci};
 use super::reason::normalise;
 
 /// The cap on each value `facts` returns, in bytes.
@@ -94,17 +94,6 @@ const X_ORIGINAL_ROUTING_KEY: &str = "x-original-routing-key";
 
 const CELERY_TASK: &str = "task";
 const CELERY_ID: &str = "id";
-
-/// The header named `name`, exactly or else ignoring ASCII case.
-pub(super) fn header<'a>(h: &'a FieldTable, name: &str) -> Option<&'a AMQPValue> {
-    let inner = h.inner();
-    inner.get(name).or_else(|| inner.iter().find(|(k, _)| k.as_str().eq_ignore_ascii_case(name)).map(|(_, v)| v))
-}
-
-/// The text of the header named `name` (any case), whatever string type carries it.
-pub(super) fn text_ci(h: &FieldTable, name: &str) -> Option<String> {
-    header(h, name).and_then(as_text)
-}
 
 fn has_ci(h: &FieldTable, name: &str) -> bool {
     header(h, name).is_some()

@@ -208,6 +208,17 @@ pub fn as_i64(v: &AMQPValue) -> Option<i64> {
 }
 
 /// A header table of string values, for the tests of the modules that read headers.
+/// The header named `name`, exactly or else ignoring ASCII case.
+pub fn header<'a>(h: &'a FieldTable, name: &str) -> Option<&'a AMQPValue> {
+    let inner = h.inner();
+    inner.get(name).or_else(|| inner.iter().find(|(k, _)| k.as_str().eq_ignore_ascii_case(name)).map(|(_, v)| v))
+}
+
+/// The text of the header named `name` (any case), whatever string type carries it.
+pub fn text_ci(h: &FieldTable, name: &str) -> Option<String> {
+    header(h, name).and_then(as_text)
+}
+
 #[cfg(test)]
 pub(crate) fn string_table(pairs: &[(&str, &str)]) -> FieldTable {
     let mut t = FieldTable::default();

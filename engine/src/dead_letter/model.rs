@@ -183,7 +183,7 @@ pub struct Page {
     /// Where the page before this one ends (its rows are newer than this cursor); None on the
     /// first page.
     pub prev: Option<Cursor>,
-    /// A body search stopped after [`BODY_SEARCH_ROWS`](super::store::BODY_SEARCH_ROWS) rows
+    /// A body search stopped after `store::BODY_SEARCH_ROWS` rows
     /// without filling the page: `next` continues the search after the last row it read.
     pub searched_partly: bool,
 }

@@ -12,7 +12,7 @@
 
 use lapin::types::{AMQPValue, FieldTable};
 
-use super::conventions::text_ci;
+use super::headers::text_ci;
 use super::headers::as_text;
 
 pub const MAX_TYPE: usize = 200;

@@ -1,7 +1,7 @@
 //! One broker connection's worth of relay work: claim ahead, publish, settle confirms into
 //! group-committed marks, drain.
 //!
-//! Policy: see [`super::relay`]. This file holds the loop and the per-row decisions; the
+//! Policy: see `relay.rs`. This file holds the loop and the per-row decisions; the
 //! relay around it owns reconnecting, the heartbeat and the LISTEN connection.
 
 use std::{

@@ -1,6 +1,6 @@
 //! One plan's send loop, on its own channel: rate limit, confirm window, grouped marks.
 //!
-//! Policy: see [`super::publisher`]. Items are read in seq order a batch at a time (never
+//! Policy: see `publisher.rs`. Items are read in seq order a batch at a time (never
 //! the whole plan), the next batch read ahead while the current one is sent; each is sent as
 //! the dead letter's exact copy plus the replay headers, persistent and `mandatory`, and
 //! marked after its own confirm by the plan's flusher ([`super::marks`]), whose group commit

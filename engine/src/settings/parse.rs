@@ -122,7 +122,7 @@ pub(super) fn synchronous_commit(
 }
 
 /// The broker: `amqp_url` (one node) or `amqp_urls` (several nodes of one cluster; the env
-/// variable is comma-separated), joined with commas for [`crate::amqp::connect`], which
+/// variable is comma-separated), joined with commas for `amqp::connect`, which
 /// tries them in turn. Each entry must be an AMQP URL, and all must name the same vhost
 /// (the console reads one vhost). Setting both keys is an error: which one wins would be a
 /// guess.
