@@ -12,8 +12,8 @@
 
 use lapin::types::{AMQPValue, FieldTable};
 
-use super::headers::text_ci;
 use super::headers::as_text;
+use super::headers::text_ci;
 
 pub const MAX_TYPE: usize = 200;
 pub const MAX_MESSAGE: usize = 2000;

@@ -14,6 +14,7 @@ mod audit;
 mod auth;
 mod awaiting_counts;
 mod breakdown;
+mod closed_sets;
 mod demo;
 mod inflow;
 mod ingest;
