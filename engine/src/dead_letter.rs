@@ -14,7 +14,10 @@
 //! - `queue_health`: unreadable counts and stuck queues, for the DLQ cards.
 //! - `unreadable`: what of a delivery the (bounded, lenient) AMQP parser could not read.
 //! - `ingest`: the consumer role; `watch`: which queues it consumes (live, in PostgreSQL);
-//!   `depth`: broker-side queue depth samples.
+//!   `depth`: broker-side queue depth samples (taken beside the ingester).
+//! - `awaiting`: per-queue counts awaiting triage (kept by triggers); `inflow`: dead letters
+//!   per minute per queue and group; `breakdown`: what a group's bodies are when no error
+//!   header says; `downstream`: the dead letters of an outbox event.
 
 pub mod awaiting;
 pub mod body;

@@ -217,6 +217,7 @@ pub fn facts(headers: Option<&FieldTable>) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lapin::types::AMQPValue;
 
     use crate::dead_letter::headers::string_table as h;
 

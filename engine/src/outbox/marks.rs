@@ -6,7 +6,8 @@
 //! - at most one flush is in flight, and no more than `mark_batch` marks are ever unflushed
 //!   (waiting plus flushing): the session stops taking confirms until a flush makes room, so
 //!   a `kill -9` can re-send at most the window plus `mark_batch` (see [`duplicate_bound`]);
-//! - a flush that fails is logged and dropped: its rows keep their lease and are re-sent when
+//! - a flush that fails is logged and dropped: its rows keep their lease (a mapped table's rows:
+//!   they stay unpublished under the relay lock, and are claimed again) and are re-sent when
 //!   it expires (at-least-once), exactly as a crash would have it;
 //! - with `relay.synchronous_commit = off` the flushes (and the native table's claims) run on
 //!   connections of their own with that setting, so only the relay's own writes (never a

@@ -235,7 +235,7 @@ impl<'a> Session<'a> {
                 Wake::Shutdown => break Ok(()),
                 Wake::Confirmed(done) => {
                     self.stats.in_flight.store(in_flight.len() as u64, Relaxed);
-                    match self.settle(done) {
+                    match self.settle(done).await {
                         Ok(Some(mark)) => {
                             doubtful &= !matches!(mark, Mark::Published { .. });
                             marks.push(mark, self.stats);
@@ -286,7 +286,7 @@ impl<'a> Session<'a> {
             in_flight.clear();
         }
         while let Some(done) = in_flight.next().await {
-            match self.settle(done) {
+            match self.settle(done).await {
                 Ok(Some(mark)) => {
                     marks.push(mark, self.stats);
                     marks.start(false);
@@ -370,10 +370,11 @@ impl<'a> Session<'a> {
         }))))
     }
 
-    /// Turns one confirm into the mark to write: none when the outcome is unknown (the row
-    /// keeps its lease and is re-sent when it ends, as after a crash; not an attempt). `Err`
-    /// only when the channel is gone.
-    fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<Option<Mark>> {
+    /// Turns one confirm into the mark to write: none when the outcome is unknown (not an
+    /// attempt: a native row keeps its lease and is re-sent when it ends, as after a crash; a
+    /// mapped row, which has no lease, is given back to be claimed and sent again). `Err` only
+    /// when the channel is gone.
+    async fn settle(&self, (sent, res, latency): Confirmed) -> anyhow::Result<Option<Mark>> {
         match confirm::settle(res) {
             Outcome::Acked => {
                 self.stats.observe_confirm_latency(latency);
@@ -388,7 +389,12 @@ impl<'a> Session<'a> {
             Outcome::Unknown { reason, channel_lost } => {
                 RelayStats::bump(&self.stats.unconfirmed);
                 tracing::warn!(id = sent.id, event_id = %sent.event_id, reason,
-                    "publish unconfirmed; the row keeps its lease and is re-sent when it ends");
+                    "publish unconfirmed; the row is sent again (a native row when its lease ends)");
+                if !self.table.leased()
+                    && let Err(e) = self.table.release(self.owner, &[sent.id]).await
+                {
+                    tracing::warn!(id = sent.id, error = %e, "cannot give the row back");
+                }
                 if channel_lost {
                     anyhow::bail!("confirm lost: channel or connection closed");
                 }
