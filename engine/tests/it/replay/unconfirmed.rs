@@ -4,10 +4,7 @@
 //! TCP pass-through that, for a while, holds back everything the broker sends (its confirms).
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering::Relaxed},
-    },
+    sync::{Arc, atomic::Ordering::Relaxed},
     time::Duration,
 };
 
@@ -15,47 +12,10 @@ use engine::replay::{
     CreatePlan, ReplayStats, Selection, Target, plan, progress,
     publisher::{self, PublisherConfig},
 };
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-};
 use tokio_util::sync::CancellationToken;
 
 use super::{Env, alice, fast, simple, statuses, wait_plan};
-
-/// A TCP pass-through to the local RabbitMQ; while `frozen`, the broker's bytes are held.
-async fn pass_through() -> (u16, Arc<AtomicBool>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let frozen = Arc::new(AtomicBool::new(false));
-    let f = frozen.clone();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(broker) = TcpStream::connect("127.0.0.1:5672").await else { continue };
-            let (mut client_rd, mut client_wr) = client.into_split();
-            let (mut broker_rd, mut broker_wr) = broker.into_split();
-            tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut client_rd, &mut broker_wr).await;
-            });
-            let f = f.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 64 * 1024];
-                while let Ok(n) = broker_rd.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    while f.load(Relaxed) {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    if client_wr.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    (port, frozen)
-}
+use crate::pass_through::pass_through;
 
 #[tokio::test]
 async fn a_confirm_that_never_comes_leaves_the_item_unconfirmed_then_it_is_sent_again_and_nothing_fails() {
