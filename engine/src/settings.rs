@@ -204,6 +204,8 @@ pub struct Settings {
     pub allow_private_webhooks: bool,
     /// Limits of a streamed download (NDJSON of dead letters).
     pub downloads: DownloadSettings,
+    /// The replay publisher's window, marks, leases and timeouts (`[replay]`).
+    pub replay: crate::replay::config::PublisherConfig,
     /// Environment variables that replaced a value the file set (start-up says so).
     pub overrides: Vec<String>,
 }
@@ -245,6 +247,8 @@ struct RawFile {
     outbox: RawOutbox,
     #[serde(default)]
     downloads: downloads::RawDownloads,
+    #[serde(default)]
+    replay: replay::RawReplay,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -517,8 +521,10 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         false,
     )?;
     let downloads = downloads::build(raw.downloads, env)?;
+    let replay = replay::build(raw.replay, env)?;
     Ok(Settings {
         downloads,
+        replay,
         metrics_token: metrics_token.map(SecretString::from),
         metrics_public,
         allow_private_webhooks,
@@ -572,6 +578,7 @@ pub fn vhost_of(amqp_url: &str) -> String {
 
 mod downloads;
 mod parse;
+mod replay;
 mod sources;
 #[cfg(test)]
 mod tests;

@@ -68,9 +68,10 @@ pub fn spawn(
         set.spawn(async move { ("alerts", fut.await) });
     }
     if which.replay {
-        let fut = engine::replay::publisher::run(
+        let fut = engine::replay::publisher::run_with(
             pool.clone(),
             settings.amqp_url.expose_secret().to_string(),
+            settings.replay.clone(),
             stats.replay.clone(),
             shutdown.clone(),
         );

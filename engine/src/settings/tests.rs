@@ -243,3 +243,25 @@ fn download_limits_default_to_ten_minutes_and_thirty_seconds_and_are_read_from_t
     let err = build(RawFile::default(), &env_of(&e)).unwrap_err().to_string();
     assert!(err.contains("downloads.deadline_secs"), "{err}");
 }
+
+#[test]
+fn the_replay_publisher_is_configured_like_the_relay_from_the_file_and_env() {
+    let s = build(RawFile::default(), &env_of(BASE)).unwrap();
+    let d = crate::replay::config::PublisherConfig::default();
+    assert_eq!(
+        (s.replay.window, s.replay.mark_batch, s.replay.confirm_timeout),
+        (d.window, d.mark_batch, d.confirm_timeout)
+    );
+    let raw: RawFile = toml::from_str("[replay]\nwindow = 8\nmark_batch = 32\nconfirm_timeout_ms = 2000\n").unwrap();
+    let mut e = BASE.to_vec();
+    e.push(("REVENANT_REPLAY_MAX_PLANS", "2"));
+    let s = build(raw, &env_of(&e)).unwrap();
+    assert_eq!((s.replay.window, s.replay.mark_batch, s.replay.max_plans), (8, 32, 2));
+    assert_eq!(s.replay.confirm_timeout, Duration::from_secs(2));
+    // A lease no longer than the confirm timeout would let a plan be taken over mid-confirm.
+    let raw: RawFile = toml::from_str("[replay]\nlease_secs = 5\nconfirm_timeout_ms = 5000\n").unwrap();
+    let err = build(raw, &env_of(BASE)).unwrap_err().to_string();
+    assert!(err.contains("replay.lease_secs") && err.contains("must exceed"), "{err}");
+    let err = build(toml::from_str("[replay]\nwindow = 0\n").unwrap(), &env_of(BASE)).unwrap_err().to_string();
+    assert!(err.contains("replay.window"), "{err}");
+}
