@@ -189,7 +189,6 @@ async fn a_dlq_depth_rule_fires_within_one_evaluation_and_resolves_past_recovery
 
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
     let _ = conn.close(200, "done".into()).await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -231,7 +230,6 @@ async fn a_silenced_rule_still_changes_state_but_delivers_nothing() {
             .await
             .unwrap();
     assert_eq!(audited, ["alert_rule.create", "alert_rule.silence", "alert_rule.unsilence", "alert_rule.silence"]);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -268,7 +266,6 @@ async fn a_failing_receiver_is_retried_with_backoff_until_it_answers_and_every_a
     let d = alerts::deliveries(&db.pool, b.id, 10).await.unwrap();
     assert_eq!(d.len(), 4);
     assert!(d.iter().all(|d| !d.delivered && d.status_code == Some(500) && d.at.is_some()));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -304,7 +301,6 @@ async fn two_evaluators_running_at_once_evaluate_each_rule_once_per_tick() {
     assert_eq!(rx.count(), 1);
     let heartbeats = count!(&db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'alerts'");
     assert_eq!(heartbeats, 2);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -341,7 +337,6 @@ async fn validation_rejects_each_bad_field_with_a_message_naming_it_and_stores_n
     assert!(matches!(alerts::create(&db.pool, &viewer, &ip(), &ok).await, Err(RuleError::Forbidden)));
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM alert_rules"), 0);
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM audit_log"), 0);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -381,7 +376,6 @@ async fn rule_changes_are_audited_with_the_webhook_host_only_and_names_are_uniqu
     assert!(log[0].1.contains("hooks.example.com"));
     assert_eq!(log[0].2.as_deref(), Some("10.0.0.7"));
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM alert_rules"), 1);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -429,7 +423,6 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
         .await
         .unwrap();
     assert_eq!(tick(&db.pool, &sources, &cfg()).await.0, 2);
-    db.drop_db().await;
 }
 
 /// The heartbeat a relay writes while RabbitMQ blocks it (as `outbox::heartbeat` does).
@@ -460,7 +453,6 @@ async fn a_publishers_blocked_rule_fires_on_a_long_block_and_resolves_when_it_li
     sqlx::query!("UPDATE heartbeats SET detail = detail - 'blocked'").execute(&db.pool).await.unwrap();
     tick(&db.pool, &[], &cfg()).await;
     assert_eq!(state(&db.pool, r.id).await, (AlertState::Resolved, None, Some(0.0)));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -505,5 +497,4 @@ async fn send_test_posts_one_marked_request_with_an_absolute_link_and_audits_the
         audit,
         [(format!("alert_rule:{}", a.id), "ok".to_string()), (format!("alert_rule:{}", b.id), "failed".to_string())]
     );
-    db.drop_db().await;
 }

@@ -40,5 +40,4 @@ async fn a_send_tests_detail_is_listed_and_searched_for_admins_only() {
     let all = read(Role::Admin, Some("hooks.example")).await;
     assert_eq!(all, [("alert_rule.create".into(), true), ("alert.test".into(), true)]);
     assert_eq!(read(Role::Admin, Some("refused")).await, [("alert.test".into(), true)]);
-    db.drop_db().await;
 }

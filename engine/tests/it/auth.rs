@@ -15,7 +15,6 @@ async fn a_user_can_sign_in_and_the_session_resolves_to_them() {
     assert_eq!(back.username, "alice");
     auth::logout(&db.pool, &token).await.unwrap();
     assert!(auth::session_principal(&db.pool, &token).await.unwrap().is_none());
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -28,7 +27,6 @@ async fn repeated_failures_lock_the_user_out_for_a_while() {
     }
     let e = auth::login(&db.pool, "bob", "long enough pw", "10.0.0.2", Duration::from_secs(60)).await.unwrap_err();
     assert!(matches!(e, AuthError::RateLimited), "{e:?}");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -46,7 +44,6 @@ async fn a_disabled_user_loses_their_sessions() {
         "enabling a user must not revive a cookie from before the disable"
     );
     drop(c);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -67,7 +64,6 @@ async fn a_role_change_or_a_new_password_ends_the_users_sessions() {
     assert!(matches!(auth::set_password(&mut c, "cleo", "short").await, Err(AuthError::WeakPassword)));
     assert!(!auth::set_password(&mut c, "nobody", "long enough pw").await.unwrap());
     drop(c);
-    db.drop_db().await;
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -90,7 +86,6 @@ async fn twelve_parallel_guesses_get_at_most_the_limit_of_password_checks() {
         }
     }
     assert!(checked <= auth::MAX_FAILURES, "{checked} passwords were checked, limit {}", auth::MAX_FAILURES);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -103,7 +98,6 @@ async fn failures_from_one_address_do_not_lock_the_user_out_elsewhere() {
     let e = auth::login(&db.pool, "fay", "long enough pw", "203.0.113.66", HOUR).await.unwrap_err();
     assert!(matches!(e, AuthError::RateLimited), "{e:?}");
     auth::login(&db.pool, "fay", "long enough pw", "10.0.0.6", HOUR).await.expect("the user's own address still works");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -115,7 +109,6 @@ async fn one_address_cannot_try_many_names() {
     }
     let e = auth::login(&db.pool, "gus", "long enough pw", "203.0.113.7", HOUR).await.unwrap_err();
     assert!(matches!(e, AuthError::RateLimited), "{e:?}");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -128,7 +121,6 @@ async fn an_oversized_user_name_is_refused_before_any_query() {
     assert!(matches!(e, AuthError::TooLong), "{e:?}");
     let rows = count!(&db.pool, "SELECT count(*) FROM login_failures");
     assert_eq!(rows, 0);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -151,7 +143,6 @@ async fn purge_removes_old_attempts_and_expired_sessions_only() {
     assert_eq!(purged, auth::Purged { attempts: 1, sessions: 1 });
     assert!(auth::session_principal(&db.pool, &live).await.unwrap().is_some());
     assert!(auth::session_principal(&db.pool, &old).await.unwrap().is_none());
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -160,5 +151,4 @@ async fn a_duplicate_user_name_is_a_conflict() {
     auth::create_user(&db.pool, "dave", "long enough pw", Role::Viewer).await.unwrap();
     let e = auth::create_user(&db.pool, "dave", "another long pw", Role::Admin).await.unwrap_err();
     assert!(matches!(e, AuthError::Exists(_)), "{e:?}");
-    db.drop_db().await;
 }

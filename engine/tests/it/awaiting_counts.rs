@@ -120,7 +120,6 @@ async fn kept_counts_follow_inserts_triage_moves_and_deletes() {
         vec![QueueAwaiting { queue: "moved.dlq".into(), awaiting: 5 }],
         "a queue with none awaiting is not listed"
     );
-    db.drop_db().await;
 }
 
 /// The shapes production runs at once: ingest batches (one INSERT spanning several groups and
@@ -166,5 +165,4 @@ async fn concurrent_batches_and_updates_on_the_same_groups_keep_exact_counts() {
     }
     assert_eq!(count!(&pool, "SELECT count(*) FROM dead_letters"), 6 * 15 * 12);
     assert_kept(&pool, "after concurrent batches and updates").await;
-    db.drop_db().await;
 }

@@ -47,5 +47,4 @@ async fn a_group_without_an_error_header_is_broken_down_by_what_its_bodies_are()
     assert_eq!((b.declared_json_not_json, b.no_content_type), (1, 1));
     assert_eq!(b.schema_versions, vec![(Some("2".into()), 2), (None, 2)]);
     assert!(b.mixed());
-    db.drop_db().await;
 }

@@ -130,7 +130,6 @@ async fn one_service_tick_writes_the_order_and_its_outbox_event_together() {
     let body: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(body["orderId"], created.order_id);
     assert!(headers["x-tenant"].is_string() && headers["traceparent"].is_string(), "{headers}");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -144,7 +143,6 @@ async fn when_the_event_cannot_be_enqueued_the_order_is_rolled_back() {
     let err = service::write(&db.pool, &names, &plan).await.unwrap_err();
     assert!(matches!(err, DemoError::Outbox(StoreError::DuplicateEvent(id)) if id == taken), "{err:?}");
     assert_eq!(demo_orders(&db.pool).await, 0, "the order outlived its event");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -157,7 +155,6 @@ async fn when_the_order_cannot_be_written_no_event_is_enqueued() {
     let err = service::write(&db.pool, &names, &plan).await.unwrap_err();
     assert!(matches!(err, DemoError::Db(_)), "{err:?}");
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM outbox"), 0);
-    db.drop_db().await;
 }
 
 struct Consumers {
@@ -244,7 +241,6 @@ async fn the_demo_writes_events_at_its_rate_and_stops_cleanly() {
 
     let conn = engine::amqp::connect(&amqp_url(), "revenant-test-demo").await.unwrap();
     cleanup(conn, &names).await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -314,5 +310,4 @@ async fn reset_removes_the_demo_topology_and_only_the_demo_rows() {
     // A second reset finds nothing left and does not fail.
     assert_eq!(demo::reset_with(&db.pool, &amqp_url(), &names).await.unwrap(), demo::ResetSummary::default());
     let _ = conn.close(200, "test done".into()).await;
-    db.drop_db().await;
 }

@@ -46,5 +46,4 @@ async fn stored_dead_letters_count_in_their_minute_queue_and_group() {
     let group = inflow::group_last_hour(pool, g, now).await.unwrap();
     assert_eq!(inflow::series(&group, now, |_| true).iter().sum::<i64>(), 15);
     assert_eq!(count!(pool, "SELECT count(*) FROM dead_letter_inflow WHERE minute < now() - interval '1 day'"), 0);
-    db.drop_db().await;
 }

@@ -226,7 +226,6 @@ async fn a_rejected_message_is_stored_with_every_property_header_and_body_byte()
     }
     assert!(stored.contains_key("x-death"));
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -241,7 +240,6 @@ async fn an_expired_message_is_stored_with_reason_expired() {
     let dl = store::get(&db.pool, page.items[0].id).await.unwrap();
     assert_eq!((dl.reason.as_str(), dl.original_queue.as_deref()), ("expired", Some(t.work.as_str())));
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -262,7 +260,6 @@ async fn a_max_length_overflow_is_stored_with_reason_maxlen() {
         ("maxlen", Some("m-1"), &b"first"[..])
     );
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -280,7 +277,6 @@ async fn a_message_published_straight_to_the_dlq_is_stored_with_reason_none() {
     let dl = store::get(&db.pool, page.items[0].id).await.unwrap();
     assert_eq!((dl.original_queue, dl.death_count, dl.headers), (None, 0, None));
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -319,7 +315,6 @@ async fn a_redelivery_after_a_crash_between_commit_and_ack_yields_exactly_one_ro
     let groups = store::groups(&db.pool, &GroupFilter::default(), 10).await.unwrap();
     assert_eq!(groups[0].count, 1, "a duplicate must not count twice in its group");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -352,8 +347,6 @@ async fn nothing_is_acked_when_the_database_refuses_the_insert() {
             .unwrap();
     assert_eq!(page.items[0].body_head, b"precious");
     t.delete().await;
-    broken.drop_db().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -365,7 +358,6 @@ async fn a_missing_queue_does_not_stop_ingest_of_the_others() {
     wait_for_rows(&db.pool, &t.dlq, 1).await;
     ing.stop().await;
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -408,7 +400,6 @@ async fn three_hundred_forty_messages_failing_the_same_way_form_one_group() {
     assert_eq!((seen.len(), pages), (340, 7));
     assert!(seen.windows(2).all(|w| w[0] > w[1]));
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -452,7 +443,6 @@ async fn list_filters_narrow_by_reason_error_text_body_bytes_and_status() {
         store::set_status(&db.pool, &[b], Some(store::Status::Awaiting), store::Status::Replaying).await.unwrap();
     assert!(moved.is_empty());
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -496,7 +486,6 @@ async fn the_depth_sampler_records_ready_messages_consumers_and_unacked() {
     assert!(depth::latest(&db.pool).await.unwrap().is_empty());
     drop(held);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -517,5 +506,4 @@ async fn a_message_whose_id_and_headers_hold_nul_bytes_is_still_stored() {
     assert_eq!(dl.properties().unwrap().headers().clone(), Some(h), "headers stay exact");
     assert_eq!(dl.body, b"\0");
     t.delete().await;
-    db.drop_db().await;
 }

@@ -71,7 +71,6 @@ async fn a_burst_of_a_thousand_is_stored_exactly_once_in_four_batches_and_the_qu
     let unlinked = count!(&db.pool, "SELECT count(*) FROM dead_letters WHERE group_id IS NULL");
     assert_eq!(unlinked, 0);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -108,7 +107,6 @@ async fn duplicates_inside_one_batch_and_across_batches_give_one_row_and_exact_g
     groups.sort();
     assert_eq!(groups, [(Some("KeyError".into()), 2, 2), (Some("Timeout".into()), 2, 2)]);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -142,7 +140,6 @@ async fn a_batch_holding_a_delivery_the_store_refuses_still_stores_and_acks_the_
     ing.stop().await;
     assert_eq!(t.ready(&t.dlq).await, 0);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -159,7 +156,6 @@ async fn a_batch_still_gathering_is_neither_stored_nor_acked() {
     assert_eq!(count(&db.pool, &t.dlq).await, 0);
     assert_eq!(t.ready(&t.dlq).await, 3, "closing the connection requeued the unacked batch");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -176,5 +172,4 @@ async fn a_batch_larger_than_the_prefetch_is_cut_to_the_prefetch() {
     assert_eq!(stats.batches, 2);
     assert_eq!(t.ready(&t.dlq).await, 0);
     t.delete().await;
-    db.drop_db().await;
 }

@@ -71,5 +71,4 @@ async fn every_hostile_message_in_the_corpus_is_stored_byte_for_byte() {
         "the DLQ is drained"
     );
     t.delete().await;
-    db.drop_db().await;
 }

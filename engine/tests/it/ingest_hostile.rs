@@ -74,7 +74,6 @@ async fn a_message_the_store_refuses_again_and_again_is_stored_raw_and_the_queue
     let props: serde_json::Value = serde_json::from_slice(&hex::decode(hexed).unwrap()).unwrap();
     assert_eq!(props["message_id"], "poison");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -105,5 +104,4 @@ async fn headers_stored_too_deep_to_read_back_are_repaired_and_keep_their_json()
     let again: i64 =
         sqlx::query_scalar!(r#"SELECT dead_letters_repair_deep_headers() AS "n!""#).fetch_one(&db.pool).await.unwrap();
     assert_eq!(again, 0, "a repaired row is shallow");
-    db.drop_db().await;
 }

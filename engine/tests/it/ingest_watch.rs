@@ -85,7 +85,6 @@ async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_mes
     );
     running.stop().await;
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -102,5 +101,4 @@ async fn bad_queue_names_are_refused_and_change_nothing() {
     assert_eq!(watch::seed(&db.pool, &q, Origin::Config).await.unwrap(), 1);
     let done = watch::set(&db.pool, &admin, None, &q, true, Origin::Cli).await.unwrap();
     assert_eq!((done.changed.len(), done.unchanged), (0, q.clone()));
-    db.drop_db().await;
 }

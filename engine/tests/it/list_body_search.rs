@@ -38,5 +38,4 @@ async fn a_body_search_past_its_row_limit_continues_on_the_next_page() {
         ..f.clone()
     };
     assert_eq!(store::count(pool, &narrow, 10_000).await.unwrap(), (2, false), "a narrower filter counts exactly");
-    db.drop_db().await;
 }

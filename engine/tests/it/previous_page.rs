@@ -43,7 +43,6 @@ async fn next_then_previous_gives_back_the_same_dead_letters() {
     let back_to_first = store::page(pool, &f, At::Before(back_to_second.prev.unwrap()), 50).await.unwrap();
     assert_eq!(ids(&back_to_first), ids(&first));
     assert!(back_to_first.prev.is_none(), "it knows it is the first page");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -59,7 +58,6 @@ async fn a_body_search_pages_back_over_the_same_matches() {
     let back = store::page(pool, &f, At::Before(second.prev.unwrap()), 5).await.unwrap();
     assert_eq!(ids(&back), ids(&first));
     assert!(back.prev.is_none() && !back.searched_partly);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -95,5 +93,4 @@ async fn next_then_previous_gives_back_the_same_audit_entries() {
     assert_eq!((ids(&back), newer), (ids(&second), true), "newest first, and newer ones remain");
     let (back, newer) = audit::list(pool, &at(None, Some(back[0].id)), Role::Admin, 50).await.unwrap();
     assert_eq!((ids(&back), newer), (ids(&first), false), "the first page, and nothing above it");
-    db.drop_db().await;
 }

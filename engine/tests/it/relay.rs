@@ -187,7 +187,6 @@ async fn a_published_message_carries_the_event_id_headers_and_content_type_and_i
         .flatten();
     assert_eq!(window.as_deref(), Some("16"), "the relay reports its window in its heartbeat");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -213,7 +212,6 @@ async fn an_unroutable_row_is_never_marked_published_and_fails_with_the_brokers_
     assert_eq!(stats.failed_final.load(Relaxed), 1);
     assert_eq!(stats.published.load(Relaxed), 0);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -255,7 +253,6 @@ async fn one_bad_row_does_not_block_the_rows_behind_it() {
     assert_eq!(t.drain().await.len(), 5);
     assert_eq!(stats.failed_final.load(Relaxed), 2);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -278,7 +275,6 @@ async fn a_missing_exchange_fails_its_row_without_stalling_the_others() {
     assert!(err.as_deref().unwrap_or_default().contains("NOT_FOUND"), "{err:?}");
     assert_eq!(t.drain().await.len(), 20);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -307,7 +303,6 @@ async fn two_relays_over_2000_rows_publish_every_event_exactly_once() {
     assert_eq!(pa + pb, 2000);
     assert!(pa > 0 && pb > 0, "both relays took a share: {pa} / {pb}");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -347,7 +342,6 @@ async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_re
         t.drain().await.iter().map(|m| m.delivery.properties.message_id().as_ref().unwrap().to_string()).collect();
     assert_eq!(got, ids[..2].iter().map(Uuid::to_string).collect());
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -372,7 +366,6 @@ async fn shutdown_waits_for_confirms_in_flight_and_releases_the_unsent_leases() 
     assert_eq!(leased, 0, "every lease was released or cleared by a mark");
     assert_eq!(t.drain().await.len() as i64, published, "each message that reached the queue is marked published");
     t.delete().await;
-    db.drop_db().await;
 }
 
 /// Closes, through the management API, every broker connection named `name`; returns how many.
@@ -429,7 +422,6 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
     relay.stop().await;
     assert_eq!(t.drain().await.len(), 6);
     t.delete().await;
-    db.drop_db().await;
 }
 
 async fn bulk(pool: &PgPool, exchange: &str, routing_key: &str, n: i64) {
@@ -459,7 +451,6 @@ async fn confirmed_rows_are_marked_in_group_commits_not_one_commit_each() {
     assert_eq!(stats.unflushed_marks.load(Relaxed), 0, "a clean stop leaves no mark unflushed");
     assert_eq!(t.drain().await.len(), 1000, "each event once");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -473,7 +464,6 @@ async fn the_strict_mode_commits_each_mark_before_the_next_publish() {
     assert_eq!(stats.published.load(Relaxed), 50);
     assert_eq!(stats.mark_flushes.load(Relaxed), 50, "one commit per mark in the strict mode");
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -494,7 +484,6 @@ async fn unroutable_rows_are_failed_in_groups_with_the_brokers_reason_and_routab
     assert_eq!(stats.failed_final.load(Relaxed), 200);
     assert_eq!(t.drain().await.len(), 200);
     t.delete().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -507,7 +496,6 @@ async fn the_heartbeat_reports_the_crash_duplicate_bound() {
     assert_eq!(detail["duplicate_bound"], 47, "window 16 + mark_batch 32 - 1: {detail}");
     assert_eq!(detail["mark_batch"], 32);
     relay.stop().await;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -521,5 +509,4 @@ async fn marks_with_synchronous_commit_off_still_publish_and_mark_every_row() {
     assert_eq!(stats.published.load(Relaxed), 300);
     assert_eq!(t.drain().await.len(), 300);
     t.delete().await;
-    db.drop_db().await;
 }

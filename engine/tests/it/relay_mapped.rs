@@ -113,8 +113,6 @@ impl Setup {
         self.ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
         let _ = self.conn.close(200, "test done".into()).await;
         self.source.pool.close().await;
-        self.service.drop_db().await;
-        self.own.drop_db().await;
     }
 }
 
@@ -314,8 +312,6 @@ async fn outbox_install_puts_revenants_schema_in_a_service_database_and_the_rela
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
     let _ = conn.close(200, "test done".into()).await;
     source.pool.close().await;
-    service.drop_db().await;
-    own.drop_db().await;
 }
 
 #[tokio::test]
@@ -335,7 +331,6 @@ async fn a_relayed_table_without_an_integer_id_or_with_non_json_headers_is_refus
     let m = MappedOutbox { relay: false, headers_column: Some("cabeceras".into()), ..m };
     let err = format!("{:#}", sources::open(&m, &own.pool).await.err().expect("refused"));
     assert!(err.contains("headers_column") && err.contains("json or jsonb"), "{err}");
-    own.drop_db().await;
 }
 
 #[tokio::test]
@@ -359,7 +354,6 @@ async fn the_outbox_page_warns_when_finding_pending_rows_scans_a_large_table_and
         .await
         .unwrap();
     assert_eq!(query::pending_scan_warning(&src).await.unwrap(), None, "indexed: no warning");
-    own.drop_db().await;
 }
 
 #[tokio::test]

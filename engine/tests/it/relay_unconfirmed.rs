@@ -102,5 +102,4 @@ async fn a_missed_confirm_is_no_attempt_and_the_row_is_sent_again_when_its_lease
         got.len() as i64 - n
     );
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.ok();
-    db.drop_db().await;
 }

@@ -195,7 +195,6 @@ impl Env {
             let _ = self.ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await;
         }
         let _ = self.conn.close(200, "test done".into()).await;
-        self.db.drop_db().await;
     }
 }
 

@@ -135,5 +135,4 @@ async fn an_edit_that_changes_nothing_or_of_a_message_being_replayed_is_refused_
     assert_eq!(first.headers, Some(json!({"a": {"t": "i64", "v": 2}})));
     let cur = edit::current(&db.pool, id).await.unwrap();
     assert_eq!((cur.edit_id, cur.body.as_slice()), (Some(first.id), &b"{}"[..]));
-    db.drop_db().await;
 }

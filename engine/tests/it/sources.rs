@@ -77,7 +77,6 @@ async fn keyset_pages_walk_every_pending_row_once_oldest_first() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted, seen, "pages are oldest first with no duplicates");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -103,7 +102,6 @@ async fn next_then_previous_gives_back_the_same_outbox_rows_in_either_order() {
         assert_eq!(ids(&back), ids(&first), "{bucket:?}");
         assert!(back.prev.is_none(), "{bucket:?}: it knows it is the first page");
     }
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -131,7 +129,6 @@ async fn each_filter_narrows_the_list() {
     assert_eq!(n(Filter { newer_than_mins: Some(60), ..Default::default() }).await, 5);
     let h = query::health(&src).await.unwrap();
     assert!(h.oldest_pending.unwrap() < chrono::Utc::now() - chrono::Duration::minutes(110));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -141,7 +138,6 @@ async fn counts_stop_at_the_cap_and_say_so() {
     let c = query::count(&native(&db.pool), &Filter::default()).await.unwrap();
     assert!(c.capped);
     assert_eq!(c.n, query::COUNT_CAP);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -165,7 +161,6 @@ async fn retrying_picked_rows_resets_them_and_is_audited_once() {
     );
     assert_eq!(pending, 2);
     assert_eq!(audit_count(&db.pool, "outbox.retry").await, (1, 2));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -184,7 +179,6 @@ async fn archiving_without_a_reason_is_refused_and_changes_nothing() {
     assert_eq!(audit_count(&db.pool, "outbox.archive").await.0, 0);
     let archived: i64 = count!(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'archived'");
     assert_eq!(archived, 0);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -208,7 +202,6 @@ async fn a_bulk_action_acts_on_the_frozen_set_only_and_only_once() {
     let again = actions::execute(&db.pool, &all, frozen.selection_id, &actor).await.unwrap_err();
     assert!(matches!(again, ActionError::SelectionGone));
     assert_eq!(audit_count(&db.pool, "outbox.archive").await, (1, 40));
-    db.drop_db().await;
 }
 
 fn seed_mapping(table: &str) -> MappedOutbox {
@@ -296,7 +289,6 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
             .await
             .unwrap();
     assert_eq!((att, err), (0, None));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -311,7 +303,6 @@ async fn a_mapping_that_names_a_missing_column_is_refused_by_name() {
     let err = Cols::mapped(&db.pool, &m).await.unwrap_err().to_string();
     assert!(err.contains("`no_such_table` does not exist"), "{err}");
     let _ = sources::NATIVE;
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -344,5 +335,4 @@ async fn a_row_is_found_by_its_event_id_in_any_state_and_a_foreign_id_finds_noth
             .unwrap();
     let row = query::by_event_id(&legacy, &evento).await.unwrap().expect("the mapped row");
     assert_eq!(row.event_type, "pedido.pagado");
-    db.drop_db().await;
 }

@@ -331,7 +331,6 @@ async fn contracts_set_from_the_console_are_audited_and_decide_the_level() {
         (1, "olga", Some("10.0.0.7"))
     );
     drop(conn);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -366,7 +365,6 @@ async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchang
     alerts::evaluator::evaluate_due(&db.pool, &[], &cfg).await.unwrap();
     assert_eq!(state(db.pool.clone()).await.as_deref(), Some("firing"));
     v.delete().await;
-    db.drop_db().await;
 }
 
 /// `ingest.auto`: a running ingester adds every dead-letter target the topology shows to the
@@ -440,6 +438,5 @@ async fn ingest_auto_watches_every_dead_letter_target_of_the_vhost() {
         [("auto.other.dlq".into(), false, "console".into()), ("auto.work.dlq".into(), true, "auto".into())],
         "discovery adds what is new and leaves a stopped queue stopped"
     );
-    db.drop_db().await;
     v.delete().await;
 }

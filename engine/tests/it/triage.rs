@@ -47,7 +47,6 @@ async fn archiving_picked_messages_needs_a_reason_and_is_audited_once() {
     assert_eq!(archived(&db.pool).await, 2);
     let (entries, items) = audit_sum(&db.pool, "dead_letter.archive").await;
     assert_eq!((entries, items), (1, 2));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -65,7 +64,6 @@ async fn a_bulk_archive_touches_only_the_frozen_set() {
     assert_eq!(archived(&db.pool).await, 25, "the 4 late KeyErrors and the Timeouts stay");
     let again = triage::execute_archive(&db.pool, frozen.selection_id, &actor).await.unwrap_err();
     assert!(matches!(again, TriageError::SelectionGone));
-    db.drop_db().await;
 }
 
 async fn audit_sum(pool: &PgPool, action: &str) -> (i64, i64) {
@@ -103,7 +101,6 @@ async fn restoring_returns_archived_messages_to_awaiting_with_one_audit_entry() 
     assert_eq!(ids_where(&db.pool, "status = 'awaiting' AND archived_reason IS NULL").await.len(), 3);
     assert_eq!(audit_sum(&db.pool, "dead_letter.restore").await, (1, 2));
     assert!(matches!(triage::restore_ids(&db.pool, &[], &actor).await, Err(TriageError::Invalid(_))));
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -174,7 +171,6 @@ async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_ma
     assert_eq!(refs, 0);
     assert_eq!(audit_sum(&db.pool, "dead_letter.purge").await, (1, 5));
     assert_eq!(triage::purge_archived(&db.pool, 30, &f, &actor).await.unwrap(), 0, "nothing left to purge");
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -192,5 +188,4 @@ async fn a_purge_bigger_than_a_batch_deletes_it_all_batch_by_batch() {
     assert_eq!(deleted, n as u64);
     assert!(ids_where(&db.pool, "true").await.is_empty());
     assert_eq!(audit_sum(&db.pool, "dead_letter.purge").await, (3, n), "one entry per batch, with its count");
-    db.drop_db().await;
 }

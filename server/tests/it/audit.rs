@@ -41,7 +41,6 @@ async fn user_changes_from_the_console_are_audited_once_each() {
     }
     let logins = entries(&app.db.pool, "user.login").await;
     assert_eq!(logins.len(), 1, "one sign-in, one entry");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -61,5 +60,4 @@ async fn an_admin_cannot_disable_themselves() {
         .await
         .unwrap();
     assert!(!disabled);
-    app.db.drop_db().await;
 }

@@ -172,26 +172,24 @@ async fn relay_crash_run(
 #[tokio::test]
 async fn a_relay_killed_mid_stream_loses_no_event_and_duplicates_at_most_its_window_plus_unflushed_marks() {
     let n = events();
-    let (ids, seen, published_at_kill, db) = relay_crash_run(n, &[]).await;
+    let (ids, seen, published_at_kill, _db) = relay_crash_run(n, &[]).await;
     let duplicates: usize = seen.values().map(|c| c - 1).sum();
     println!(
         "relay crash run: events={n} published_at_kill={published_at_kill} lost=0 duplicates={duplicates} bound={BOUND}"
     );
     assert_all_once_within_bound(&ids, &seen, BOUND);
-    db.drop_db().await;
 }
 
 #[tokio::test]
 async fn a_strict_relay_killed_mid_stream_re_sends_at_most_one_event() {
     let n = 2_000;
     let strict = [("REVENANT_RELAY_WINDOW", "1"), ("REVENANT_RELAY_MARK_BATCH", "1")];
-    let (ids, seen, published_at_kill, db) = relay_crash_run(n, &strict).await;
+    let (ids, seen, published_at_kill, _db) = relay_crash_run(n, &strict).await;
     let duplicates: usize = seen.values().map(|c| c - 1).sum();
     println!(
         "strict relay crash run: events={n} published_at_kill={published_at_kill} duplicates={duplicates} bound=1"
     );
     assert_all_once_within_bound(&ids, &seen, 1);
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -233,7 +231,6 @@ async fn an_ingester_killed_mid_stream_loses_no_dead_letter_and_stores_none_twic
     second.wait().ok();
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM dead_letters"), n, "a redelivery was stored twice");
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.ok();
-    db.drop_db().await;
 }
 
 /// Stops and starts the RabbitMQ application under a running relay. It disrupts every
@@ -271,7 +268,6 @@ async fn a_relay_survives_a_rabbitmq_restart_without_losing_events() {
     assert_all_once_within_bound(&ids, &seen, BOUND);
     let ch = conn.create_channel().await.unwrap();
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.ok();
-    db.drop_db().await;
 }
 
 /// `/readyz` depends on PostgreSQL only: an instance running the relay stays ready while
@@ -319,5 +315,4 @@ async fn readyz_stays_ready_without_rabbitmq_and_reports_the_broker_beside_it() 
     assert_eq!(web_status, Some(reqwest::StatusCode::OK));
     wait_until("the relay reconnected", Duration::from_secs(60), async || connected().await == Some(true)).await;
     kill9(&mut relay);
-    web.db.drop_db().await;
 }

@@ -83,6 +83,4 @@ async fn a_mapped_table_relay_killed_mid_stream_loses_no_row_and_its_standby_tak
     let ch = conn.create_channel().await.unwrap();
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await.ok();
     let _ = std::fs::remove_file(&config);
-    service.drop_db().await;
-    own.drop_db().await;
 }

@@ -79,5 +79,4 @@ async fn a_new_password_from_the_cli_ends_the_users_sessions() {
     assert_eq!(actions, ["user.add", "user.set_password", "user.disable", "user.enable"]);
     let o = run(&["user", "set-password", "--username", "nobody"], &env2);
     assert!(!o.status.success() && stderr(&o).contains("no user named nobody"), "{}", stderr(&o));
-    db.drop_db().await;
 }

@@ -87,7 +87,6 @@ async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
     kill9(&mut serve);
     ch.queue_delete(queue.as_str().into(), Default::default()).await.ok();
     ch.queue_delete(work.as_str().into(), Default::default()).await.ok();
-    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -123,5 +122,4 @@ async fn dlq_add_refuses_a_queue_nothing_dead_letters_into_without_force_and_say
     for q in [&plain, &dlq_q, &work] {
         ch.queue_delete(q.as_str().into(), Default::default()).await.ok();
     }
-    db.drop_db().await;
 }

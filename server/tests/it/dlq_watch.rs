@@ -95,7 +95,6 @@ async fn starting_a_queue_with_consumers_waits_for_its_name_typed_out_and_a_dead
     for q in [&work, &dlq] {
         ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await.ok();
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -120,5 +119,4 @@ async fn with_the_management_api_unreachable_a_start_says_so_and_needs_the_name_
         .await
         .unwrap();
     assert!(!resp.status().is_success());
-    app.db.drop_db().await;
 }

@@ -109,7 +109,6 @@ async fn a_list_download_holds_what_the_filter_selects_newest_first_and_is_audit
     let filter = filter.as_ref().unwrap();
     assert_eq!((&filter["queue"], &filter["status"]), (&json!("orders.dlq"), &json!("awaiting")));
     assert_eq!(audit[1].3, 3);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -135,7 +134,6 @@ async fn a_download_the_client_leaves_stops_there_and_is_audited_as_aborted() {
     let (_, _, _, sent, outcome) = &audit[0];
     assert_eq!(outcome, "aborted");
     assert!(*sent < 3000, "the stream stopped when the client left, after {sent} messages");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -158,7 +156,6 @@ async fn one_dead_letter_downloads_as_one_line_and_is_audited() {
     let missing = viewer.get(format!("{}/dead-letters/{}/export.ndjson", app.base, id + 1)).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     assert_eq!(exports(&app, 1).await.len(), 1, "nothing sent, nothing audited");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -198,7 +195,6 @@ async fn anonymous_and_malformed_download_requests_are_refused() {
     let head = viewer.head(format!("{}/dead-letters/export.ndjson?status=lost", app.base)).send().await.unwrap();
     assert_eq!(head.status(), 400);
     assert_eq!(count!(&app.db.pool, "SELECT count(*) FROM audit_log WHERE action = 'dead_letter.export'"), 0);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -212,5 +208,4 @@ async fn the_message_page_links_its_queue_in_the_management_ui_without_credentia
     assert!(html.contains(&format!("href=\"{link}\"")), "no {link} in {html}");
     assert!(!html.contains("s3cret"), "the management credentials reached the page");
     assert!(html.contains(&format!("href=\"/dead-letters/{id}/export.ndjson\"")), "no download link");
-    app.db.drop_db().await;
 }

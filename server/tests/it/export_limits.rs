@@ -142,7 +142,6 @@ async fn a_client_that_stops_reading_holds_one_slot_until_the_stall_limit_then_i
     .expect("the server closed the stalled connection");
     assert!(!drained.ends_with(b"0\r\n\r\n"), "the cut-off body does not end as a complete one");
     drop(second);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -171,7 +170,6 @@ async fn a_download_still_running_at_its_deadline_is_cut_off_and_its_slot_comes_
     assert!(*sent < 3000, "{sent}");
     let next = viewer.get(format!("{}{SMALL}", app.base)).send().await.unwrap();
     assert_eq!(next.status(), 200, "the slot came back");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -193,7 +191,6 @@ async fn a_head_of_one_message_answers_its_headers_without_an_audit_entry() {
     // The GET still is.
     assert_eq!(status(&viewer, false, format!("{}/dead-letters/{id}/export.ndjson", app.base)).await, 200);
     assert_eq!(exports(&app, 1).await.len(), 1);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -226,5 +223,4 @@ async fn a_nul_byte_in_a_download_filter_is_a_400_naming_the_filter_before_anyth
     let audit = exports(&app, 1).await;
     assert_eq!(audit.len(), 1, "only the body search ran: {audit:?}");
     assert_eq!(audit[0].2, "ok");
-    app.db.drop_db().await;
 }

@@ -26,7 +26,6 @@ async fn sign_in_never_redirects_off_site_and_never_panics_on_the_next_path() {
     let resp =
         sign_in(&app, &[("username", "viewer"), ("password", PASSWORD), ("next", "/outbox?status=failed")], &[]).await;
     assert_eq!(resp.headers().get(header::LOCATION).unwrap(), "/outbox?status=failed");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -45,7 +44,6 @@ async fn an_untrusted_peer_cannot_dodge_the_throttle_with_x_forwarded_for() {
     let ips: Vec<String> =
         sqlx::query_scalar!("SELECT DISTINCT source_ip FROM login_failures").fetch_all(&app.db.pool).await.unwrap();
     assert_eq!(ips, ["127.0.0.1"]);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -61,7 +59,6 @@ async fn a_trusted_proxy_forwards_the_client_address_and_one_client_cannot_lock_
     let user =
         sign_in(&app, &[("username", "viewer"), ("password", PASSWORD)], &[("x-forwarded-for", "192.0.2.44")]).await;
     assert!(user.status().is_success() || user.status().is_redirection(), "{}", user.status());
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -74,12 +71,10 @@ async fn the_proxy_user_header_is_believed_only_from_a_trusted_proxy() {
         spawn_app_with(&[("REVENANT_PROXY_USER_HEADER", "X-Remote-User"), ("REVENANT_TRUSTED_PROXIES", "192.0.2.1")])
             .await;
     assert_eq!(page(&untrusted).await, StatusCode::SEE_OTHER, "a header from 127.0.0.1 must not sign anyone in");
-    untrusted.db.drop_db().await;
     let trusted =
         spawn_app_with(&[("REVENANT_PROXY_USER_HEADER", "X-Remote-User"), ("REVENANT_TRUSTED_PROXIES", "127.0.0.1")])
             .await;
     assert_eq!(page(&trusted).await, StatusCode::OK);
-    trusted.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -90,10 +85,8 @@ async fn hsts_is_sent_with_secure_cookies_only() {
     };
     let plain = spawn_app().await;
     assert_eq!(hsts(&plain).await, None);
-    plain.db.drop_db().await;
     let tls = spawn_app_with(&[("REVENANT_SECURE_COOKIES", "true")]).await;
     assert!(hsts(&tls).await.is_some_and(|v| v.starts_with("max-age=")));
-    tls.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -107,7 +100,6 @@ async fn only_the_configured_host_is_served_but_probes_answer_any() {
     assert_eq!(get("/login", "revenant.example.com").await, StatusCode::OK);
     assert_eq!(get("/login", "REVENANT.example.com:443").await, StatusCode::OK);
     assert_eq!(get("/healthz", "10.1.2.3:3000").await, StatusCode::OK);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -121,14 +113,11 @@ async fn metrics_need_a_token_when_the_console_is_public_unless_opened_explicitl
     };
     let public = spawn_app_with(&[("REVENANT_PUBLIC_URL", "$BASE")]).await;
     assert_eq!(metrics(&public, None).await, StatusCode::UNAUTHORIZED);
-    public.db.drop_db().await;
     let opened = spawn_app_with(&[("REVENANT_PUBLIC_URL", "$BASE"), ("REVENANT_METRICS_PUBLIC", "true")]).await;
     assert_eq!(metrics(&opened, None).await, StatusCode::OK);
-    opened.db.drop_db().await;
     let token = spawn_app_with(&[("REVENANT_PUBLIC_URL", "$BASE"), ("REVENANT_METRICS_TOKEN", "s3cret")]).await;
     assert_eq!(metrics(&token, Some("wrong")).await, StatusCode::UNAUTHORIZED);
     assert_eq!(metrics(&token, Some("s3cret")).await, StatusCode::OK);
-    token.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -141,7 +130,6 @@ async fn readyz_names_dependencies_without_versions_or_driver_errors() {
         let keys: Vec<&String> = d.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["name", "ok"], "{body}");
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -164,7 +152,6 @@ async fn an_oversized_body_is_413_and_a_nul_byte_is_400_naming_the_field() {
     let resp = login().form(&[("username", "vie\0wer"), ("password", "x")]).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     assert!(resp.text().await.unwrap().contains("username: contains a NUL byte"));
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -181,7 +168,6 @@ async fn a_huge_silence_is_a_field_error_not_an_overflow() {
     let status = resp.status();
     let body = resp.text().await.unwrap();
     assert!(status.is_success() && body.contains("until") && body.contains("up to 30 days"), "{status}: {body}");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -218,5 +204,4 @@ async fn a_viewer_sees_only_whether_a_webhook_was_sent() {
     assert!(deliveries("admin").await.contains("connection refused"));
     let seen = deliveries("viewer").await;
     assert!(!seen.contains("connection refused") && seen.contains("\"delivered\":false"), "{seen}");
-    app.db.drop_db().await;
 }

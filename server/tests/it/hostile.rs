@@ -187,5 +187,4 @@ async fn hostile_frames_in_a_watched_dlq_are_stored_and_the_queue_keeps_flowing(
 
     kill9(&mut serve);
     delete_vhost(&vhost).await;
-    db.drop_db().await;
 }

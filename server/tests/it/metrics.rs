@@ -62,5 +62,4 @@ async fn metrics_parse_and_match_the_store() {
     let age = m.get("revenant_outbox_oldest_pending_age_seconds{source=\"revenant\"}").copied().unwrap_or(0.0);
     assert!((89.0..200.0).contains(&age), "oldest age {age}");
     assert_eq!(m.get("revenant_dlq_awaiting_triage{queue=\"orders.dlq\"}"), Some(&2.0), "{text}");
-    app.db.drop_db().await;
 }

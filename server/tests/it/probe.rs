@@ -53,7 +53,6 @@ async fn sign_in_after_a_path_some_reader_takes_for_another_host_lands_on_the_ov
         assert_eq!(sign_in_to(&app, next).await.as_deref(), Some("/"), "{next:?}");
     }
     assert_eq!(sign_in_to(&app, "/outbox/orders%2Fv2/42").await.as_deref(), Some("/outbox/orders%2Fv2/42"));
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -65,7 +64,6 @@ async fn a_signed_out_visit_to_a_path_naming_another_host_asks_to_sign_in_with_n
         assert!(resp.status().is_redirection(), "{path}: {}", resp.status());
         assert_eq!(resp.headers().get(header::LOCATION).unwrap(), "/login?next=%2F", "{path}");
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -97,7 +95,6 @@ async fn a_send_tests_result_is_read_in_the_audit_log_by_admins_only() {
         assert_eq!(rows[0]["detail"], app::pages::audit::api::ADMIN_ONLY, "{user}: {rows:?}");
         assert!(tests(user, "10.0.0.1").await.is_empty(), "{user}'s search must not tell what the detail holds");
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -131,7 +128,6 @@ async fn a_nul_byte_is_a_400_whatever_the_body_type() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{content_type:?}: {text}");
         assert!(text.contains("contains a NUL byte"), "{content_type:?}: {text}");
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -151,7 +147,6 @@ async fn a_body_that_is_not_utf8_is_a_400_not_a_500() {
     let text = resp.text().await.unwrap();
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     assert!(text.contains("not UTF-8"), "{text}");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -190,5 +185,4 @@ async fn a_header_name_typed_with_a_control_character_is_refused_saying_where() 
     }
     let (status, body) = create("order-id").await;
     assert!(status.is_success(), "a readable header name is taken: {status}: {body}");
-    app.db.drop_db().await;
 }

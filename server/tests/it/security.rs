@@ -47,7 +47,6 @@ async fn anonymous_callers_are_refused_by_every_non_public_server_function() {
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{p} answered {status} to an anonymous caller");
         }
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -69,7 +68,6 @@ async fn each_role_is_refused_what_needs_a_higher_one() {
             }
         }
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -82,7 +80,6 @@ async fn a_foreign_origin_is_refused_for_every_server_function() {
         let status = app.post(&admin, &p, None).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{p} accepted a POST with no Origin and no fetch metadata");
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -93,7 +90,6 @@ async fn server_functions_refuse_get() {
         let status = admin.get(format!("{}{p}", app.base)).send().await.unwrap().status();
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{p} answered GET with {status}");
     }
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -126,7 +122,6 @@ async fn pages_send_anonymous_visitors_to_sign_in_and_carry_a_strict_csp() {
     assert!(csp.contains("script-src 'self' 'nonce-"), "{csp}");
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert_eq!(resp.headers().get("x-frame-options").unwrap(), "DENY");
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -134,7 +129,6 @@ async fn an_unknown_api_path_is_refused() {
     let app = spawn_app().await;
     let admin = app.client(Some("admin")).await;
     assert_eq!(app.post(&admin, "/api/no/such/function", Some(&app.base)).await, StatusCode::NOT_FOUND);
-    app.db.drop_db().await;
 }
 
 #[tokio::test]
@@ -150,5 +144,4 @@ async fn a_refused_server_function_answers_with_the_status_its_error_means() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     assert!(resp.text().await.unwrap().contains("wrong user name or password"));
-    app.db.drop_db().await;
 }

@@ -231,5 +231,4 @@ async fn the_replay_publisher_reports_itself_in_heartbeats_and_says_when_it_stop
     let stopped: serde_json::Value =
         sqlx::query_scalar!("SELECT detail FROM heartbeats WHERE role = 'replay'").fetch_one(&db.pool).await.unwrap();
     assert_eq!(stopped["stopped"], true, "a clean stop is written: {stopped}");
-    db.drop_db().await;
 }

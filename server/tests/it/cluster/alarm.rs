@@ -251,5 +251,4 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     assert_all_once_within_bound(&expected_items, &items_seen, replay_bound);
     delete_queue(&events_q).await;
     delete_queue(&replay_q).await;
-    db.drop_db().await;
 }

@@ -94,7 +94,6 @@ async fn cluster_a_relay_keeps_publishing_to_a_quorum_queue_while_its_node_stops
     assert_all_once_within_bound(&ids, &seen, bound);
     assert_quorum_restored(&queue).await;
     delete_queue(&queue).await;
-    db.drop_db().await;
 }
 
 /// A quorum work queue dead-letters at-least-once into a quorum DLQ (what RabbitMQ
@@ -188,7 +187,6 @@ async fn cluster_an_ingester_keeps_storing_a_quorum_dlq_while_its_node_stops() {
     assert_quorum_restored(&dlq).await;
     delete_queue(&work).await;
     delete_queue(&dlq).await;
-    db.drop_db().await;
 }
 
 /// A replay plan to a quorum queue, sent by `serve`'s replay publisher through rvn3, which
@@ -293,5 +291,4 @@ async fn cluster_a_replay_keeps_sending_to_a_quorum_queue_while_its_node_stops()
     assert_all_once_within_bound(&expected, &seen, bound);
     assert_quorum_restored(&target).await;
     delete_queue(&target).await;
-    db.drop_db().await;
 }
