@@ -16,6 +16,7 @@ pub mod host;
 pub mod management;
 pub mod metrics;
 pub mod outbox;
+pub mod publish;
 pub mod replay;
 pub mod settings;
 pub mod sources;

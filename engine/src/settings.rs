@@ -36,10 +36,16 @@ pub struct Roles {
     pub replay: bool,
 }
 
+/// Confirm channels per publishing role unless configured: what the benches found best on
+/// 2 cores (docs/BENCHMARKS.md).
+pub const DEFAULT_CHANNELS: usize = 2;
+
 #[derive(Debug, Clone)]
 pub struct RelaySettings {
-    /// Publishes awaiting their confirm at once; 1 is the strict mode.
+    /// Publishes awaiting their confirm at once (over all channels); 1 is the strict mode.
     pub window: usize,
+    /// Confirm channels the relay publishes on; rows of one routing key always take the same.
+    pub channels: usize,
     /// Rows claimed per claim transaction.
     pub batch: i64,
     pub lease: Duration,
@@ -271,6 +277,7 @@ struct RawAlerts {
 #[serde(deny_unknown_fields)]
 struct RawRelay {
     window: Option<i64>,
+    channels: Option<i64>,
     batch: Option<i64>,
     lease_secs: Option<i64>,
     max_attempts: Option<i64>,
@@ -419,6 +426,8 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             10_000,
             100..=600_000,
         )?),
+        channels: int("relay.channels", "REVENANT_RELAY_CHANNELS", env, r.channels, DEFAULT_CHANNELS as i64, 1..=64)?
+            as usize,
         mark_batch: int("relay.mark_batch", "REVENANT_RELAY_MARK_BATCH", env, r.mark_batch, 256, 1..=10_000)? as usize,
         mark_flush: ms(int(
             "relay.mark_flush_ms",

@@ -10,12 +10,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
-use lapin::{
-    Channel, Connection,
-    options::{BasicPublishOptions, ConfirmSelectOptions},
-};
+use lapin::Connection;
 use sqlx::postgres::PgListener;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +19,7 @@ use uuid::Uuid;
 
 use super::{
     backoff::Backoff,
-    marks::{Mark, Marks, duplicate_bound},
+    marks::{self, Mark, Marks, duplicate_bound},
     message,
     stats::RelayStats,
     store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
@@ -32,9 +28,10 @@ use super::{
 };
 use crate::{
     amqp::{
-        blocked::{BlockState, within},
-        confirm::{self, Awaited, Exchanges, Outcome},
+        blocked::BlockState,
+        confirm::{self, Outcome},
     },
+    publish::{Confirm, Flushed, Lanes, PublishError, Published},
     settings::RelaySettings,
 };
 
@@ -44,7 +41,7 @@ struct Sent {
     event_id: String,
     attempts: i32,
 }
-type Confirmed = (Sent, Awaited, Duration);
+type Confirmed = (Sent, crate::amqp::confirm::Awaited, Duration);
 
 impl From<&ClaimedRow> for Sent {
     fn from(r: &ClaimedRow) -> Self {
@@ -55,7 +52,7 @@ impl From<&ClaimedRow> for Sent {
 /// A row taken from the buffer: published (its confirm to await), or refused before any
 /// publish (its failed attempt to mark).
 enum Outgoing {
-    Sent(BoxFuture<'static, Confirmed>),
+    Sent(Confirm<Sent>),
     Refused(Mark),
 }
 
@@ -72,7 +69,7 @@ async fn notified(l: &mut Option<PgListener>) -> Result<(), sqlx::Error> {
 enum Wake {
     Shutdown,
     Confirmed(Confirmed),
-    Flushed,
+    Flushed(Flushed<Mark, (u64, Vec<(i64, AttemptOutcome)>)>),
     MarksDue,
     Claimed(Result<Vec<ClaimedRow>, store::StoreError>),
     Notified(Result<(), sqlx::Error>),
@@ -85,12 +82,11 @@ type Claim = BoxFuture<'static, Result<Vec<ClaimedRow>, store::StoreError>>;
 /// One broker connection's worth of work.
 pub(super) struct Session<'a> {
     table: &'a Table,
-    conn: &'a Connection,
     cfg: &'a RelaySettings,
     stats: &'a RelayStats,
     owner: Uuid,
-    channel: Channel,
-    exchanges: Exchanges,
+    /// The confirm channels; a routing key always takes the same one, so its rows keep order.
+    lanes: Lanes<'a>,
     /// Whether the broker blocks this connection; confirm timeouts stop while it does.
     blocks: Arc<BlockState>,
     backoff: Backoff,
@@ -104,12 +100,11 @@ impl<'a> Session<'a> {
         stats: &'a RelayStats,
         owner: Uuid,
     ) -> anyhow::Result<Self> {
-        let channel = conn.create_channel().await.context("cannot open a publishing channel")?;
-        channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
+        let blocks = stats.blocks.clone();
+        let lanes = Lanes::open(conn, cfg.channels, blocks.clone(), cfg.confirm_timeout).await?;
         stats.connected.store(true, Relaxed);
         let backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
-        let blocks = stats.blocks.clone();
-        Ok(Self { table, conn, cfg, stats, owner, channel, exchanges: Exchanges::default(), blocks, backoff })
+        Ok(Self { table, cfg, stats, owner, lanes, blocks, backoff })
     }
 
     /// The next claim, run beside the publishing so the window never waits on it.
@@ -154,7 +149,7 @@ impl<'a> Session<'a> {
         // Claimed rows not yet sent, each with the instant after which it must not be sent.
         let mut buffer: VecDeque<(ClaimedRow, Instant)> = VecDeque::new();
         let mut in_flight: FuturesUnordered<BoxFuture<'static, Confirmed>> = FuturesUnordered::new();
-        let mut marks = Marks::new(self.table.clone(), self.owner, self.cfg);
+        let mut marks = marks::flusher(self.table.clone(), self.owner, self.cfg);
         let mut claiming: Option<Claim> = None;
         // Published but not durably marked, at most: what a kill -9 could re-send.
         let bound = duplicate_bound(self.cfg);
@@ -180,13 +175,13 @@ impl<'a> Session<'a> {
             after_block = blocked || (after_block && (!in_flight.is_empty() || marks.unflushed() > 0));
             // After a confirm that did not come, one publish at a time until one is acked.
             let window = if doubtful { 1 } else { self.cfg.window };
-            while !blocked && in_flight.len() < window && in_flight.len() + marks.unflushed() < bound {
+            while !blocked && marks.may_publish(in_flight.len(), window) {
                 let Some((row, deadline)) = buffer.pop_front() else {
                     break;
                 };
                 match self.publish(row, deadline).await {
                     Ok(Some(Outgoing::Sent(confirm))) => in_flight.push(confirm),
-                    Ok(Some(Outgoing::Refused(mark))) => marks.push(mark, self.stats),
+                    Ok(Some(Outgoing::Refused(mark))) => self.push(&mut marks, mark),
                     Ok(None) => {}
                     Err(e) => {
                         broken = Some(e);
@@ -218,7 +213,7 @@ impl<'a> Session<'a> {
             let wake = tokio::select! {
                 _ = shutdown.cancelled() => Wake::Shutdown,
                 Some(done) = in_flight.next(), if take_confirms => Wake::Confirmed(done),
-                _ = marks.flushed(self.stats) => Wake::Flushed,
+                done = marks.flushed() => Wake::Flushed(done),
                 _ = tokio::time::sleep_until(marks_due.unwrap_or(far)), if marks_due.is_some() => Wake::MarksDue,
                 r = async {
                     match claiming.as_mut() {
@@ -238,13 +233,14 @@ impl<'a> Session<'a> {
                     match self.settle(done).await {
                         Ok(Some(mark)) => {
                             doubtful &= !matches!(mark, Mark::Published { .. });
-                            marks.push(mark, self.stats);
+                            self.push(&mut marks, mark);
                         }
                         Ok(None) => doubtful = true,
                         Err(e) => break Err(e),
                     }
                 }
-                Wake::Flushed | Wake::MarksDue | Wake::Unblocked => {}
+                Wake::Flushed(done) => self.account(done, &marks),
+                Wake::MarksDue | Wake::Unblocked => {}
                 Wake::Claimed(res) => {
                     claiming = None;
                     // A mapped table's claims run on its lock connection: a failed claim means
@@ -265,7 +261,7 @@ impl<'a> Session<'a> {
                 Wake::Poll => {
                     // An idle relay would otherwise notice a dead connection only at its next
                     // publish, and report itself connected until then.
-                    if !self.channel.status().connected() {
+                    if !self.lanes.connected() {
                         break Err(anyhow::anyhow!("publishing channel closed while idle"));
                     }
                     if listener.is_none() {
@@ -288,7 +284,7 @@ impl<'a> Session<'a> {
         while let Some(done) = in_flight.next().await {
             match self.settle(done).await {
                 Ok(Some(mark)) => {
-                    marks.push(mark, self.stats);
+                    self.push(&mut marks, mark);
                     marks.start(false);
                 }
                 Ok(None) => {}
@@ -297,15 +293,15 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        marks.drain(self.stats).await;
+        marks.drain(|done| marks::account(done, self.stats)).await;
+        self.stats.unflushed_marks.store(0, Relaxed);
         waits.log(started.elapsed());
         self.stats.in_flight.store(0, Relaxed);
         let ids: Vec<i64> = buffer.iter().map(|(r, _)| r.id).collect();
         if let Err(e) = self.table.release(self.owner, &ids).await {
             tracing::warn!(error = %e, rows = ids.len(), "cannot release leases; they will expire instead");
         }
-        self.exchanges.close().await;
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.channel.close(200, "relay stopping".into())).await;
+        self.lanes.close("relay stopping").await;
         result
     }
 
@@ -335,39 +331,35 @@ impl<'a> Session<'a> {
                 return Ok(None);
             }
         };
-        if !self.exchanges.exists(self.conn, prepared.exchange.as_str()).await? {
-            let reason = format!("exchange `{}` does not exist (NOT_FOUND)", row.exchange);
-            return Ok(Some(Outgoing::Refused(self.failed_attempt(&Sent::from(&row), reason))));
-        }
-        let options = BasicPublishOptions { mandatory: true, immediate: false };
-        let publish = self.channel.basic_publish(
-            prepared.exchange,
-            prepared.routing_key,
-            options,
-            &row.payload,
-            prepared.properties,
-        );
-        let confirm = match within(&self.blocks, self.cfg.confirm_timeout, publish).await {
-            Ok(Ok(confirm)) => confirm,
+        let key = Some(row.routing_key.as_bytes());
+        let (exchange, routing_key, props) = (prepared.exchange, prepared.routing_key, prepared.properties);
+        match self.lanes.publish(key, exchange, routing_key, &row.payload, props, Sent::from(&row)).await {
+            Ok(Published::Sent(confirm)) => {
+                tracing::debug!(id = row.id, event_id = %row.event_id, bytes = row.payload.len(), "published; awaiting confirm");
+                Ok(Some(Outgoing::Sent(confirm)))
+            }
+            Ok(Published::NoExchange(sent, reason)) => Ok(Some(Outgoing::Refused(self.failed_attempt(&sent, reason)))),
             // Refused before anything was sent (the channel is closed): give the row back now
             // rather than make it wait for its lease to expire.
-            Ok(Err(e)) => {
+            Err(e @ PublishError::Lost(_)) => {
                 if let Err(re) = self.table.release(self.owner, &[row.id]).await {
                     tracing::warn!(id = row.id, error = %re, "cannot release the lease; it will expire");
                 }
-                return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost"));
+                Err(e.into())
             }
             // It may be half-sent: keep the lease, so a re-send waits for it to expire.
-            Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
-        };
-        tracing::debug!(id = row.id, event_id = %row.event_id, bytes = row.payload.len(), "published; awaiting confirm");
-        let sent = Sent::from(&row);
-        let (timeout, blocks) = (self.cfg.confirm_timeout, self.blocks.clone());
-        let started = Instant::now();
-        Ok(Some(Outgoing::Sent(Box::pin(async move {
-            let res = within(&blocks, timeout, confirm).await;
-            (sent, res, started.elapsed())
-        }))))
+            Err(e @ PublishError::Stuck) => Err(e.into()),
+        }
+    }
+
+    fn push(&self, marks: &mut Marks, mark: Mark) {
+        marks.push(mark);
+        self.stats.unflushed_marks.store(marks.unflushed() as u64, Relaxed);
+    }
+
+    fn account(&self, done: Flushed<Mark, (u64, Vec<(i64, AttemptOutcome)>)>, marks: &Marks) {
+        marks::account(done, self.stats);
+        self.stats.unflushed_marks.store(marks.unflushed() as u64, Relaxed);
     }
 
     /// Turns one confirm into the mark to write: none when the outcome is unknown (not an

@@ -97,14 +97,17 @@ impl Table {
                 tx.commit().await?;
                 Ok((changed, outcomes))
             }
-            Table::Mapped(m) => {
-                let all: Vec<i64> = marks.iter().map(Mark::id).collect();
-                let res = m.write_marks(&published, &failed, max_attempts).await;
-                // Marked or not, the rows are no longer in flight: a failed flush makes them
-                // claimable again (re-sent, never lost), as a crash would.
-                m.forget(&all);
-                res
-            }
+            Table::Mapped(m) => m.write_marks(&published, &failed, max_attempts).await,
+        }
+    }
+
+    /// After a flush's last attempt: marked or not, a mapped table's rows are no longer in
+    /// flight, and a flush given up makes them claimable again (re-sent, never lost), as a
+    /// crash would. A native row's lease does that by itself.
+    pub(crate) fn flushed(&self, marks: &[Mark]) {
+        if let Table::Mapped(m) = self {
+            let all: Vec<i64> = marks.iter().map(Mark::id).collect();
+            m.forget(&all);
         }
     }
 

@@ -13,6 +13,8 @@ pub struct PublisherConfig {
     pub confirm_timeout: Duration,
     /// Publishes awaiting their confirm at once, per plan (an ordered plan has 1).
     pub window: usize,
+    /// Confirm channels a plan is sent on (an ordered plan's one message in flight takes any).
+    pub channels: usize,
     /// Items read per query (read ahead while the previous batch is sent, never the whole plan).
     pub batch: i64,
     /// Confirmed items marked in one statement, at most; also the most marks ever unflushed.
@@ -31,6 +33,7 @@ impl Default for PublisherConfig {
             control_every: Duration::from_millis(500),
             confirm_timeout: Duration::from_secs(15),
             window: 64,
+            channels: crate::settings::DEFAULT_CHANNELS,
             batch: 256,
             mark_batch: 256,
             mark_flush: Duration::from_millis(5),

@@ -15,7 +15,6 @@ use anyhow::Context;
 use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use lapin::{
     Connection,
-    options::{BasicPublishOptions, ConfirmSelectOptions},
     types::{AMQPValue, LongString, ShortString},
 };
 use sqlx::PgPool;
@@ -33,12 +32,15 @@ use super::{
     model::{Order, Plan},
     stats::ReplayStats,
 };
-use crate::amqp::{
-    blocked::{BlockState, within},
-    confirm::{self, Awaited, Exchanges, Outcome},
+use crate::{
+    amqp::{
+        blocked::BlockState,
+        confirm::{self, Awaited, Outcome},
+    },
+    publish::{Flushed, Lanes, PublishError, Published},
 };
 
-type Confirmed = (i64, Awaited);
+type Confirmed = (i64, Awaited, Duration);
 
 /// What one confirm came to, for the send loop.
 enum Settled {
@@ -55,7 +57,7 @@ type Read = BoxFuture<'static, (sqlx::Result<Vec<Outgoing>>, Duration)>;
 #[allow(clippy::large_enum_variant)]
 enum Wake {
     Confirmed(Confirmed),
-    Flushed,
+    Flushed(Flushed<Mark, (u64, u64)>),
     Read((sqlx::Result<Vec<Outgoing>>, Duration)),
     Stop,
     Timer,
@@ -98,12 +100,12 @@ impl Timings {
 
 struct Sender<'a> {
     pool: &'a PgPool,
-    conn: &'a Connection,
     cfg: &'a PublisherConfig,
     stats: &'a ReplayStats,
     plan: &'a Plan,
-    channel: lapin::Channel,
-    exchanges: Exchanges,
+    /// The plan's confirm channels (no key: an ordered plan has one message in flight, one
+    /// ordered per key one per key, so any channel keeps their order).
+    lanes: Lanes<'a>,
     /// Whether the broker blocks the connection; confirm timeouts stop while it does.
     blocks: Arc<BlockState>,
 }
@@ -119,25 +121,18 @@ pub(super) async fn run(
     owner: Uuid,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let channel = conn.create_channel().await.context("cannot open a replay channel")?;
-    channel.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
     let blocks = stats.blocks.clone();
-    let mut s = Sender {
-        pool: &pool,
-        conn: &conn,
-        cfg: &cfg,
-        stats: &stats,
-        plan: &plan,
-        channel,
-        exchanges: Exchanges::default(),
-        blocks,
-    };
+    let lanes = Lanes::open(&conn, cfg.channels, blocks.clone(), cfg.confirm_timeout)
+        .await
+        .context("cannot open the replay channels")?;
+    let mut s = Sender { pool: &pool, cfg: &cfg, stats: &stats, plan: &plan, lanes, blocks };
     // Items a previous sender could not confirm are sent again, in their order, this pass.
     match items::retry_unconfirmed(&pool, plan.id).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(plan_id = plan.id, items = n, "sending unconfirmed items again, same message ids"),
         Err(e) => tracing::warn!(plan_id = plan.id, error = %e, "cannot requeue unconfirmed items; next pass"),
     }
+    let window = if plan.ordered { 1 } else { cfg.window };
     tracing::info!(
         plan_id = plan.id,
         total = plan.total,
@@ -145,18 +140,18 @@ pub(super) async fn run(
         rate = plan.rate_per_sec,
         order = %plan.order().describe(),
         // What a crash of this instance could send twice.
-        duplicate_bound = marks::duplicate_bound(if plan.ordered { 1 } else { cfg.window }, &cfg),
+        duplicate_bound = marks::duplicate_bound(window, &cfg),
+        channels = s.lanes.len(),
         "sending replay plan"
     );
-    let mut marks = Marks::new(pool.clone(), plan.id, &cfg, stats.clone());
+    let mut marks = marks::flusher(pool.clone(), plan.id, window, &cfg);
     let res = s.send_all(owner, &stop, &mut marks).await;
     // Whatever path ended the loop, no mark may outlive the lease: commit them first.
-    marks.drain().await;
+    marks::drain(&mut marks, plan.id, &stats).await;
     if let Err(e) = items::release(&pool, plan.id, owner).await {
         tracing::warn!(plan_id = plan.id, error = %e, "cannot release the plan's lease; it will expire");
     }
-    s.exchanges.close().await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), s.channel.close(200, "replay stopping".into())).await;
+    s.lanes.close("replay stopping").await;
     res
 }
 
@@ -225,7 +220,10 @@ impl Sender<'_> {
                 {
                     reading = Some(self.read(cursor));
                 }
-                if !blocked && in_flight.len() < window && (keys.has_ready() || !buffer.is_empty()) && now >= next_slot
+                if !blocked
+                    && marks.may_publish(in_flight.len(), window)
+                    && (keys.has_ready() || !buffer.is_empty())
+                    && now >= next_slot
                 {
                     let item = match keys.next(&mut buffer) {
                         Some(Next::Send(item)) => item,
@@ -260,7 +258,7 @@ impl Sender<'_> {
                 }
                 if buffer.is_empty() && keys.idle() && exhausted && reading.is_none() && in_flight.is_empty() {
                     // The plan is judged on committed marks only: flush them all first.
-                    marks.drain().await;
+                    marks::drain(marks, plan_id, self.stats).await;
                     match items::finish(self.pool, plan_id, owner).await {
                         Ok(true) => {
                             tracing::info!(plan_id, "replay plan done");
@@ -284,7 +282,10 @@ impl Sender<'_> {
             marks.start(false);
             // Backpressure: no more than `mark_batch` confirmed items wait for their mark.
             let take_confirms = !in_flight.is_empty() && marks.has_room();
-            let sending = !stopping && !blocked && (keys.has_ready() || !buffer.is_empty()) && in_flight.len() < window;
+            let sending = !stopping
+                && !blocked
+                && (keys.has_ready() || !buffer.is_empty())
+                && marks.may_publish(in_flight.len(), window);
             let mut wake_at = if sending { next_slot.min(next_control) } else { next_control };
             // Only when a read would start on waking: with the buffer full, an old `next_read`
             // would wake the loop at once, again and again (a busy loop that took a core).
@@ -299,7 +300,7 @@ impl Sender<'_> {
             let wake = tokio::select! {
                 // Finished flushes and reads first: a steady stream of confirms must not hide them.
                 biased;
-                _ = marks.flushed(), if marks.is_flushing() => Wake::Flushed,
+                done = marks.flushed(), if marks.is_flushing() => Wake::Flushed(done),
                 r = async {
                     match reading.as_mut() {
                         Some(read) => read.await,
@@ -364,7 +365,8 @@ impl Sender<'_> {
                     }
                 }
                 Wake::Stop => stopping = true,
-                Wake::Flushed | Wake::Timer | Wake::Unblocked => {}
+                Wake::Flushed(done) => marks::account(done, plan_id, self.stats),
+                Wake::Timer | Wake::Unblocked => {}
             }
         }
         t.log(plan_id, started.elapsed(), marks);
@@ -433,22 +435,19 @@ impl Sender<'_> {
                 return Ok(None);
             }
         };
-        if !self.exchanges.exists(self.conn, &item.exchange).await? {
-            self.fail(marks, dl.id, format!("exchange `{}` does not exist (NOT_FOUND)", item.exchange)).await;
-            return Ok(None);
-        }
         let mut headers = props.headers().clone().unwrap_or_default();
         let replay_id = lineage::replay_id(item.plan_id, dl.id);
         headers.insert(REPLAY_ID_HEADER.into(), AMQPValue::LongString(LongString::from(replay_id.as_bytes())));
         let by = LongString::from(self.plan.created_by.as_bytes());
         headers.insert(REPLAYED_BY_HEADER.into(), AMQPValue::LongString(by));
         let props = props.with_headers(headers).with_delivery_mode(2);
-        let options = BasicPublishOptions { mandatory: true, immediate: false };
-        let publish = self.channel.basic_publish(exchange, routing_key, options, &dl.body, props);
-        let confirm = match within(&self.blocks, self.cfg.confirm_timeout, publish).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(anyhow::Error::new(e).context("publish refused: channel or connection lost")),
-            Err(_) => anyhow::bail!("the client did not take a publish within the confirm timeout"),
+        let confirm = match self.lanes.publish(None, exchange, routing_key, &dl.body, props, dl.id).await {
+            Ok(Published::Sent(confirm)) => confirm,
+            Ok(Published::NoExchange(id, reason)) => {
+                self.fail(marks, id, reason).await;
+                return Ok(None);
+            }
+            Err(e @ (PublishError::Lost(_) | PublishError::Stuck)) => return Err(e.into()),
         };
         tracing::debug!(
             plan_id = item.plan_id,
@@ -457,13 +456,12 @@ impl Sender<'_> {
             bytes = dl.body.len(),
             "replayed; awaiting confirm"
         );
-        let (id, timeout, blocks) = (dl.id, self.cfg.confirm_timeout, self.blocks.clone());
-        Ok(Some(Box::pin(async move { (id, within(&blocks, timeout, confirm).await) })))
+        Ok(Some(confirm))
     }
 
     /// Records one confirm as a mark. `Err` when the channel is gone (its item is marked
     /// unconfirmed first).
-    async fn settle(&self, (id, res): Confirmed, marks: &mut Marks) -> anyhow::Result<Settled> {
+    async fn settle(&self, (id, res, _): Confirmed, marks: &mut Marks) -> anyhow::Result<Settled> {
         match confirm::settle(res) {
             Outcome::Acked => {
                 marks.push(Mark::Sent(id));
@@ -502,7 +500,7 @@ impl Sender<'_> {
         let why = format!("ordered replay stopped: dead letter {id} failed ({reason})");
         marks.push(Mark::Failed(id, reason));
         if self.plan.ordered {
-            marks.drain().await;
+            marks::drain(marks, plan_id, self.stats).await;
             if let Err(e) = autopause::pause_for(self.pool, plan_id, &why).await {
                 tracing::warn!(plan_id, error = %e, "cannot pause the ordered plan");
             }

@@ -11,6 +11,7 @@ use crate::replay::config::PublisherConfig;
 #[serde(deny_unknown_fields)]
 pub(super) struct RawReplay {
     window: Option<i64>,
+    channels: Option<i64>,
     batch: Option<i64>,
     mark_batch: Option<i64>,
     mark_flush_ms: Option<i64>,
@@ -25,6 +26,8 @@ pub(super) fn build(raw: RawReplay, env: &dyn Fn(&str) -> Option<String>) -> Res
     let ms = |v: i64| Duration::from_millis(v as u64);
     let cfg = PublisherConfig {
         window: int("replay.window", "REVENANT_REPLAY_WINDOW", env, raw.window, d.window as i64, 1..=10_000)? as usize,
+        channels: int("replay.channels", "REVENANT_REPLAY_CHANNELS", env, raw.channels, d.channels as i64, 1..=64)?
+            as usize,
         batch: int("replay.batch", "REVENANT_REPLAY_BATCH", env, raw.batch, d.batch, 1..=10_000)?,
         mark_batch: int(
             "replay.mark_batch",

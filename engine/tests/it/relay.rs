@@ -28,6 +28,8 @@ use uuid::Uuid;
 pub(crate) fn cfg() -> RelaySettings {
     RelaySettings {
         window: 16,
+        // Two lanes, so every relay test runs the per-key channel choice.
+        channels: 2,
         batch: 50,
         lease: Duration::from_secs(30),
         max_attempts: 3,
