@@ -60,6 +60,10 @@ pub enum BenchCommand {
         /// Rounds of raw then relay per window; each ratio printed is the rounds' median.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Publishers, each on a connection of its own, that measure the broker's limit at
+        /// window 128 (the relay's ceiling beyond one channel).
+        #[arg(long, default_value_t = 4)]
+        publishers: usize,
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
@@ -70,9 +74,9 @@ pub enum BenchCommand {
         #[arg(long)]
         quorum: bool,
     },
-    /// A replay plan (no rate limit) against raw publishing with confirms.
+    /// A replay plan (no rate limit) against raw publishing with confirms and RabbitMQ's shovel.
     Replay {
-        #[arg(long, default_value_t = 5_000)]
+        #[arg(long, default_value_t = 20_000)]
         messages: u32,
         /// Quorum queues instead of classic ones.
         #[arg(long)]
@@ -106,9 +110,9 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum, rounds } => {
+        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum, rounds, publishers } => {
             QUORUM.store(quorum, Relaxed);
-            relay::run(settings, events, &window, sample, latency_secs, &source, rounds).await
+            relay::run(settings, events, &window, sample, latency_secs, &source, rounds, publishers).await
         }
         BenchCommand::Ingest { messages, quorum } => {
             QUORUM.store(quorum, Relaxed);
@@ -238,6 +242,29 @@ pub async fn ready(conn: &lapin::Connection, queue: &str) -> anyhow::Result<u32>
     let q = ch.queue_declare(queue.into(), opts, FieldTable::default()).await.context("passive declare failed")?;
     let _ = ch.close(200, "".into()).await;
     Ok(q.message_count())
+}
+
+/// Waits until `queue` holds at least `n` ready messages (polled every 2 ms on one channel).
+pub async fn wait_for_ready(conn: &lapin::Connection, queue: &str, n: u32, timeout: Duration) -> anyhow::Result<()> {
+    let ch = conn.create_channel().await.context("cannot open a channel")?;
+    let opts = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+    let started = std::time::Instant::now();
+    let res = loop {
+        let q = ch.queue_declare(queue.into(), opts, FieldTable::default()).await.context("passive declare failed")?;
+        if q.message_count() >= n {
+            break Ok(());
+        }
+        if started.elapsed() > timeout {
+            break Err(anyhow::anyhow!(
+                "{queue} holds {} of {n} messages after {} s",
+                q.message_count(),
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let _ = ch.close(200, "".into()).await;
+    res
 }
 
 /// Takes every message now ready on `queue` (no-ack) and counts them by `message_id`:

@@ -512,3 +512,37 @@ async fn marks_with_synchronous_commit_off_still_publish_and_mark_every_row() {
     assert_eq!(t.drain().await.len(), 300);
     t.delete().await;
 }
+
+#[tokio::test]
+async fn on_several_channels_the_rows_of_one_routing_key_arrive_in_claim_order() {
+    let db = fresh_db().await;
+    let t = topology(Some("k0")).await;
+    let keys = ["k0", "k1", "k2", "k3"];
+    for k in &keys[1..] {
+        let opts = QueueBindOptions::default();
+        t.ch.queue_bind(t.queue.as_str().into(), t.exchange.as_str().into(), (*k).into(), opts, FieldTable::default())
+            .await
+            .unwrap();
+    }
+    let n = 800;
+    let mut tx = db.pool.begin().await.unwrap();
+    for i in 0..n {
+        let key = keys[i % keys.len()];
+        store::enqueue(&mut *tx, &NewEvent::new("Seq", &t.exchange, key, i.to_string().into_bytes())).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let relay = start(&db.pool, RelaySettings { window: 128, channels: 3, batch: 200, ..cfg() });
+    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", n as i64).await;
+    relay.stop().await;
+
+    let msgs = t.drain().await;
+    assert_eq!(msgs.len(), n, "every row arrived once");
+    let mut last: std::collections::HashMap<String, i64> = Default::default();
+    for m in &msgs {
+        let seq: i64 = std::str::from_utf8(&m.delivery.data).unwrap().parse().unwrap();
+        let key = m.delivery.routing_key.as_str().to_string();
+        let prev = last.insert(key.clone(), seq).unwrap_or(-1);
+        assert!(seq > prev, "key {key}: {seq} arrived after {prev}");
+    }
+    t.delete().await;
+}

@@ -50,6 +50,7 @@ mod ceiling;
 mod latency;
 mod mapped;
 
+#[allow(clippy::too_many_arguments)] // the bench's command-line knobs, passed through once
 pub async fn run(
     settings: &Settings,
     events: u32,
@@ -58,6 +59,7 @@ pub async fn run(
     latency_secs: u64,
     source: &str,
     rounds: usize,
+    publishers: usize,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
         matches!(source, "revenant" | "mapped"),
@@ -72,7 +74,10 @@ pub async fn run(
         let res = if source == "mapped" {
             interruptible(mapped::bench(settings, &db.pool, &conn, &queue, events, windows, sample)).await
         } else {
-            interruptible(bench(settings, &db.pool, &conn, &queue, events, windows, sample, latency_secs, rounds)).await
+            {
+                let knobs = Knobs { events, windows, sample, latency_secs, rounds, publishers };
+                interruptible(bench(settings, &db.pool, &conn, &queue, &knobs)).await
+            }
         };
         delete_queues(settings.amqp_url.expose_secret(), std::slice::from_ref(&queue)).await;
         let _ = conn.close(200, "bench done".into()).await;
@@ -83,23 +88,35 @@ pub async fn run(
     res
 }
 
-#[allow(clippy::too_many_arguments)] // the bench's command-line knobs, passed through once
+/// The bench's command-line knobs.
+struct Knobs<'a> {
+    events: u32,
+    windows: &'a [usize],
+    sample: u32,
+    latency_secs: u64,
+    rounds: usize,
+    /// Publishers (each on its own connection) measuring the broker's limit at window 128.
+    publishers: usize,
+}
+
+/// The window the broker's limit is measured at.
+const LIMIT_WINDOW: usize = 128;
+
 async fn bench(
     settings: &Settings,
     pool: &PgPool,
     conn: &Connection,
     queue: &str,
-    events: u32,
-    windows: &[usize],
-    sample: u32,
-    latency_secs: u64,
-    rounds: usize,
+    k: &Knobs<'_>,
 ) -> anyhow::Result<()> {
+    let Knobs { events, windows, sample, latency_secs, rounds, publishers } = *k;
     println!(
         "relay bench: durable {} queue, persistent messages of ~250 B, mandatory, confirms; \
          {sample} events one at a time and at window 1, {events} per other run, {rounds} rounds of raw then relay \
-         per window (claim batch {}, mark_batch {}, mark_flush {} ms, synchronous_commit {})",
+         per window, and at window {LIMIT_WINDOW} the broker's limit ({publishers} publishers on {publishers} \
+         connections) (relay channels {}, claim batch {}, mark_batch {}, mark_flush {} ms, synchronous_commit {})",
         super::queue_kind(),
+        settings.relay.channels,
         settings.relay.batch,
         settings.relay.mark_batch,
         settings.relay.mark_flush.as_millis(),
@@ -124,6 +141,8 @@ async fn bench(
     // rounds' ratios. Raw and relay alternate, round by round, so a slow spell of a noisy
     // machine weighs on both sides of a ratio rather than on one.
     let mut ratios = Vec::new();
+    // The broker's limit per round at window 128, and the relay's share of it.
+    let (mut limit_rates, mut limit_ratios) = (vec![], vec![]);
     for &w in windows {
         let n = if w == 1 { sample } else { events };
         let (mut raw_rates, mut relay_rates, mut round_ratios, mut flushes) = (vec![], vec![], vec![], 0);
@@ -160,6 +179,25 @@ async fn bench(
             report(out.last());
             let relay_rate = per_sec(n.into(), took);
             round_ratios.push(relay_rate / raw_rate.max(1e-9));
+            if w == LIMIT_WINDOW {
+                let label = format!("bench.limit.w{w}.r{r}");
+                enqueue(pool, &label, queue, n).await?;
+                let took =
+                    ceiling::broker_limit(pool, settings.amqp_url.expose_secret(), &label, w, publishers).await?;
+                let check = verify(pool, conn, queue, &label).await?;
+                out.push(Outcome {
+                    label: format!("broker limit, {publishers} publishers, window {w}{round}"),
+                    events: n.into(),
+                    took,
+                    p50: "–".into(),
+                    p99: "–".into(),
+                    check,
+                });
+                report(out.last());
+                let limit_rate = per_sec(n.into(), took);
+                limit_rates.push(limit_rate);
+                limit_ratios.push(relay_rate / limit_rate.max(1e-9));
+            }
             raw_rates.push(raw_rate);
             relay_rates.push(relay_rate);
             flushes += stats.mark_flushes.load(Relaxed);
@@ -226,8 +264,18 @@ async fn bench(
             rounds.max(1)
         );
     }
+    if !limit_rates.is_empty() {
+        println!(
+            "broker limit window={LIMIT_WINDOW}: {:.0} events/s from {publishers} publishers on {publishers} connections (median of {} rounds)",
+            median(&mut limit_rates),
+            limit_rates.len()
+        );
+    }
     for (w, _, _, _, ratio) in &ratios {
         println!("ratio relay/raw window={w}: {ratio:.2}");
+    }
+    if !limit_ratios.is_empty() {
+        println!("ratio relay/broker-limit window={LIMIT_WINDOW}: {:.2}", median(&mut limit_ratios));
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
-//! The two yardsticks the relay is measured against: raw lapin publish-with-confirms at the
-//! same window (the ceiling: no database on the path), and the loop users write by hand (one
-//! row at a time, its transaction held while the broker confirms).
+//! The yardsticks the relay is measured against: raw lapin publish-with-confirms at the same
+//! window on one channel (no database on the path), the broker's own limit (raw confirms from
+//! several publishers on connections of their own), and the loop users write by hand (one row
+//! at a time, its transaction held while the broker confirms).
 //!
 //! Both publish exactly what the relay would ([`message::prepare`] of the same kind of rows),
 //! to the same durable queue, so the three differ only in what stands between the rows and
@@ -21,15 +22,7 @@ use engine::outbox::{message, store::ClaimedRow};
 /// Publishes every pending row of `event_type` with up to `window` confirms outstanding and
 /// nothing else: the rows are read before the clock starts and marked after it stops.
 pub async fn raw(pool: &PgPool, conn: &Connection, event_type: &str, window: usize) -> anyhow::Result<Duration> {
-    let rows = sqlx::query_as!(
-        ClaimedRow,
-        r#"SELECT id, event_id::text AS "event_id!", event_type, exchange, routing_key, payload, content_type,
-                  headers, created_at, attempts, next_attempt_at FROM outbox
-           WHERE event_type = $1 AND status = 'pending' ORDER BY id"#,
-        event_type,
-    )
-    .fetch_all(pool)
-    .await?;
+    let rows = pending(pool, event_type).await?;
     let mut prepared = Vec::with_capacity(rows.len());
     for row in &rows {
         let p = message::prepare(row).map_err(|e| anyhow::anyhow!("a bench row cannot be published: {e}"))?;
@@ -56,6 +49,76 @@ pub async fn raw(pool: &PgPool, conn: &Connection, event_type: &str, window: usi
         .execute(pool)
         .await?;
     Ok(took)
+}
+
+/// The broker's own limit: every pending row of `event_type` published by `publishers`
+/// clients at once, each on a connection of its own with up to `window` confirms outstanding,
+/// into the same queue (rows dealt out in turn). Timed from the moment all are connected until
+/// the last confirm.
+pub async fn broker_limit(
+    pool: &PgPool,
+    amqp_url: &str,
+    event_type: &str,
+    window: usize,
+    publishers: usize,
+) -> anyhow::Result<Duration> {
+    let rows = pending(pool, event_type).await?;
+    let n = publishers.max(1);
+    let mut shares: Vec<Vec<(message::Prepared, Vec<u8>)>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, row) in rows.into_iter().enumerate() {
+        let p = message::prepare(&row).map_err(|e| anyhow::anyhow!("a bench row cannot be published: {e}"))?;
+        shares[i % n].push((p, row.payload));
+    }
+    let mut channels = Vec::with_capacity(n);
+    for k in 0..n {
+        let conn = engine::amqp::connect(amqp_url, &format!("revenant-bench-limit-{k}")).await?;
+        let ch = conn.create_channel().await.context("cannot open a channel")?;
+        ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
+        channels.push((conn, ch));
+    }
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for ((_, ch), share) in channels.iter().zip(shares) {
+        let ch = ch.clone();
+        tasks.spawn(async move {
+            let opts = BasicPublishOptions { mandatory: true, immediate: false };
+            let mut in_flight = FuturesUnordered::new();
+            for (p, payload) in share {
+                while in_flight.len() >= window.max(1) {
+                    settle(in_flight.next().await)?;
+                }
+                in_flight.push(ch.basic_publish(p.exchange, p.routing_key, opts, &payload, p.properties).await?);
+            }
+            while !in_flight.is_empty() {
+                settle(in_flight.next().await)?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.context("a limit publisher panicked")??;
+    }
+    let took = start.elapsed();
+    for (conn, _) in channels {
+        let _ = conn.close(200, "limit done".into()).await;
+    }
+    sqlx::query!("UPDATE outbox SET status = 'published', published_at = now() WHERE event_type = $1", event_type)
+        .execute(pool)
+        .await?;
+    Ok(took)
+}
+
+/// Every pending row of `event_type`, in id order, read before a clock starts.
+async fn pending(pool: &PgPool, event_type: &str) -> anyhow::Result<Vec<ClaimedRow>> {
+    Ok(sqlx::query_as!(
+        ClaimedRow,
+        r#"SELECT id, event_id::text AS "event_id!", event_type, exchange, routing_key, payload, content_type,
+                  headers, created_at, attempts, next_attempt_at FROM outbox
+           WHERE event_type = $1 AND status = 'pending' ORDER BY id"#,
+        event_type,
+    )
+    .fetch_all(pool)
+    .await?)
 }
 
 fn settle(c: Option<lapin::Result<Confirmation>>) -> anyhow::Result<()> {
