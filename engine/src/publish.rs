@@ -9,4 +9,4 @@ pub mod flusher;
 pub mod lanes;
 
 pub use flusher::{Flushed, Flusher, MarkWriter, duplicate_bound};
-pub use lanes::{Confirm, Lanes, PublishError, Published};
+pub use lanes::{Confirm, DEFAULT_CHANNELS, Lanes, PublishError, Published};

@@ -36,10 +36,6 @@ pub struct Roles {
     pub replay: bool,
 }
 
-/// Confirm channels per publishing role unless configured: what the benches found best on
-/// 2 cores (docs/BENCHMARKS.md).
-pub const DEFAULT_CHANNELS: usize = 2;
-
 #[derive(Debug, Clone)]
 pub struct RelaySettings {
     /// Publishes awaiting their confirm at once (over all channels); 1 is the strict mode.
@@ -426,8 +422,14 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             10_000,
             100..=600_000,
         )?),
-        channels: int("relay.channels", "REVENANT_RELAY_CHANNELS", env, r.channels, DEFAULT_CHANNELS as i64, 1..=64)?
-            as usize,
+        channels: int(
+            "relay.channels",
+            "REVENANT_RELAY_CHANNELS",
+            env,
+            r.channels,
+            crate::publish::DEFAULT_CHANNELS as i64,
+            1..=64,
+        )? as usize,
         mark_batch: int("relay.mark_batch", "REVENANT_RELAY_MARK_BATCH", env, r.mark_batch, 256, 1..=10_000)? as usize,
         mark_flush: ms(int(
             "relay.mark_flush_ms",

@@ -32,6 +32,10 @@ use crate::amqp::{
     confirm::{Awaited, Exchanges},
 };
 
+/// Confirm channels per publishing role unless configured: what the benches found best on
+/// 2 cores (docs/BENCHMARKS.md).
+pub const DEFAULT_CHANNELS: usize = 2;
+
 /// A publish's confirm: the caller's tag, what came back, and how long it took.
 pub type Confirm<T> = BoxFuture<'static, (T, Awaited, Duration)>;
 
