@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::StreamExt;
 use lapin::{
-    Channel, Confirmation, Connection,
+    Channel, Connection,
     message::Delivery,
     options::{
         BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
@@ -27,6 +27,7 @@ use super::{
     behaviour::{self, Action, Incoming},
     topology::{self, DemoQueue, Names},
 };
+use crate::amqp::confirm::{self, Outcome};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
@@ -219,15 +220,10 @@ async fn republish(
     let confirm = ch
         .basic_publish(names.dlx().into(), queue.as_str().into(), opts, &d.data, props)
         .await
-        .context("publish to the DLX refused")?
-        .await
-        .context("no confirm from the DLX")?;
-    match confirm {
-        Confirmation::Ack(None) => Ok(()),
-        Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r)) => {
-            anyhow::bail!("returned by the broker: {} {}", r.reply_code, r.reply_text)
-        }
-        Confirmation::Nack(None) => anyhow::bail!("nacked by the broker"),
-        Confirmation::NotRequested => anyhow::bail!("confirms are not enabled on the channel"),
+        .context("publish to the DLX refused")?;
+    // The outcome as the relay and replay decide it (crate::amqp::confirm).
+    match confirm::settle(Ok(confirm.await)) {
+        Outcome::Acked => Ok(()),
+        Outcome::Refused { reason, .. } | Outcome::Unknown { reason, .. } => anyhow::bail!("{reason}"),
     }
 }
