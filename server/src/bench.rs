@@ -70,6 +70,10 @@ pub enum BenchCommand {
         /// Messages (1 KiB, persistent) in each of the three queues (ack-only, ingest, one-at-a-time).
         #[arg(long, default_value_t = 20_000)]
         messages: u32,
+        /// Also ingest into a store already holding this many dead letters (loaded as the
+        /// dead-letter-list bench loads them) and compare with the empty store (0 skips it).
+        #[arg(long, default_value_t = 0)]
+        prefill: i64,
         /// Quorum queues instead of classic ones.
         #[arg(long)]
         quorum: bool,
@@ -114,9 +118,9 @@ pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
             QUORUM.store(quorum, Relaxed);
             relay::run(settings, events, &window, sample, latency_secs, &source, rounds, publishers).await
         }
-        BenchCommand::Ingest { messages, quorum } => {
+        BenchCommand::Ingest { messages, quorum, prefill } => {
             QUORUM.store(quorum, Relaxed);
-            ingest::run(settings, messages).await
+            ingest::run(settings, messages, prefill).await
         }
         BenchCommand::Replay { messages, quorum } => {
             QUORUM.store(quorum, Relaxed);

@@ -9,7 +9,7 @@
 //! 1 M and at 10 M rows. `--keep` leaves the loaded database for later runs
 //! (`--database NAME`), which are then read-only and leave it in place.
 
-mod fill;
+pub(super) mod fill;
 
 use engine::settings::ExposeSecret;
 use std::time::{Duration, Instant};

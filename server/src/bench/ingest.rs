@@ -7,7 +7,10 @@
 //! (rejected from `orders.work`) and an exception type and message spread over four failure
 //! groups, so the ingester parses, fingerprints and counts them as it would in production.
 //! Each storing run is checked by message id (lost, stored twice, unexpected); the last two
-//! lines are the ratios.
+//! lines are the ratios. With `--prefill N` the ingester then runs once more into a store
+//! already holding N dead letters (loaded as `bench dead-letter-list` loads them), on a fourth
+//! queue, and `ratio ingest-prefilled/ingest-empty (N rows)` shows what index upkeep on a big
+//! table costs it.
 
 use engine::settings::ExposeSecret;
 use std::{
@@ -45,7 +48,7 @@ const ERRORS: [(&str, &str); 4] = [
     ("ConnectionResetError", "connection reset by peer"),
 ];
 
-pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
+pub async fn run(settings: &Settings, messages: u32, prefill: i64) -> anyhow::Result<()> {
     let db = Scratch::create(settings.database_url.expose_secret()).await?;
     let res = async {
         let conn = engine::amqp::connect(settings.amqp_url.expose_secret(), "revenant-bench").await?;
@@ -53,7 +56,13 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
         ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable confirms")?;
         let mut queues = Vec::new();
         let mut res = Ok(());
-        for prefix in ["revenant-bench.ack-only", "revenant-bench.dlq", "revenant-bench.one-at-a-time"] {
+        let prefixes = [
+            "revenant-bench.ack-only",
+            "revenant-bench.dlq",
+            "revenant-bench.one-at-a-time",
+            "revenant-bench.dlq-full",
+        ];
+        for prefix in prefixes {
             match declare_queue(&ch, prefix).await {
                 Ok(q) => queues.push(q),
                 Err(e) => {
@@ -63,8 +72,9 @@ pub async fn run(settings: &Settings, messages: u32) -> anyhow::Result<()> {
             }
         }
         if res.is_ok() {
-            let q = Queues { ack_only: &queues[0], ingest: &queues[1], one_at_a_time: &queues[2] };
-            res = interruptible(bench(settings, &db.pool, &conn, &ch, q, messages)).await;
+            let q =
+                Queues { ack_only: &queues[0], ingest: &queues[1], one_at_a_time: &queues[2], prefilled: &queues[3] };
+            res = interruptible(bench(settings, &db.pool, &conn, &ch, q, messages, prefill)).await;
         }
         delete_queues(settings.amqp_url.expose_secret(), &queues).await;
         let _ = conn.close(200, "bench done".into()).await;
@@ -79,6 +89,8 @@ struct Queues<'a> {
     ack_only: &'a str,
     ingest: &'a str,
     one_at_a_time: &'a str,
+    /// Ingested into a store already holding `--prefill` dead letters.
+    prefilled: &'a str,
 }
 
 async fn bench(
@@ -88,6 +100,7 @@ async fn bench(
     ch: &Channel,
     q: Queues<'_>,
     n: u32,
+    prefill: i64,
 ) -> anyhow::Result<()> {
     let prefetch = settings.ingest.prefetch;
     let (batch, linger) = (settings.ingest.batch, settings.ingest.linger);
@@ -144,13 +157,50 @@ async fn bench(
         took.as_secs_f64(),
         rate / base
     );
+    let prefilled =
+        if prefill > 0 { Some(into_full_store(settings, pool, (conn, ch), &q, n, prefill).await?) } else { None };
     println!();
     println!("left on the queues: {left:?}");
-    let ok = ingest_check.is_exact() && one_check.is_exact() && left.iter().all(|l| *l == 0);
+    let prefilled_ok = prefilled.as_ref().is_none_or(|p| p.exact);
+    let ok = ingest_check.is_exact() && one_check.is_exact() && left.iter().all(|l| *l == 0) && prefilled_ok;
+    if let Some(p) = prefilled {
+        println!("ratio ingest-prefilled/ingest-empty ({prefill} rows): {:.2}", p.rate / rate);
+    }
     println!("ratio ingest/ack-only: {:.2}", rate / base);
     println!("ratio ingest/one-at-a-time: {:.2}", rate / one_rate);
     anyhow::ensure!(ok, "the ingest check failed: expected every message stored once and empty queues");
     Ok(())
+}
+
+/// The ingester into a store holding `prefill` dead letters.
+struct Prefilled {
+    rate: f64,
+    exact: bool,
+}
+
+/// Empties the store, loads `prefill` dead letters (indexes rebuilt), then ingests `n` fresh
+/// messages from `q.prefilled`: what index upkeep on a big table costs the ingester.
+async fn into_full_store(
+    settings: &Settings,
+    pool: &PgPool,
+    (conn, ch): (&Connection, &Channel),
+    q: &Queues<'_>,
+    n: u32,
+    prefill: i64,
+) -> anyhow::Result<Prefilled> {
+    sqlx::query!("TRUNCATE dead_letters, failure_groups CASCADE").execute(pool).await?;
+    let (load, index) = super::dead_letter_list::fill::fill(pool, prefill).await?;
+    sqlx::query!("VACUUM (ANALYZE) dead_letters").execute(pool).await?;
+    println!("  loaded {prefill} dead letters in {load:.0} s (indexes {index:.0} s)");
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    fill(ch, q.prefilled, &run_id, n).await?;
+    let expected: HashSet<String> = (0..n).map(|i| message_id(&run_id, i)).collect();
+    let (took, counts) = ingest(settings, pool, q.prefilled, n).await?;
+    let rate = per_sec(n.into(), took);
+    println!("  ingest into {prefill}: {n} in {:.2} s = {rate:.0} messages/s", took.as_secs_f64());
+    let check = Check::of(pool, q.prefilled, &expected).await?;
+    println!("    {check}; batches {}, store errors {}", counts.batches, counts.store_errors);
+    Ok(Prefilled { rate, exact: check.is_exact() && ready(conn, q.prefilled).await? == 0 })
 }
 
 /// The ingester on `queue` until it has settled `n` deliveries.
