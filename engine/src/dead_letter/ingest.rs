@@ -43,6 +43,7 @@ use super::{Received, store_batch::NewDeadLetter, watch};
 use crate::{group_commit::Batch, settings::IngestSettings};
 
 mod batch;
+mod timings;
 
 pub use batch::QUARANTINE_AFTER;
 
@@ -357,6 +358,7 @@ async fn consume_once(
     let prefetch = shape.prefetch;
     let name = ShortString::try_new(queue).map_err(|_| anyhow::anyhow!("queue name longer than 255 bytes"))?;
     let conn = crate::amqp::connect(url, &format!("revenant-ingest {queue}")).await?;
+    let mut t = timings::Timings::default();
     let result = async {
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         ch.basic_qos(prefetch, BasicQosOptions::default()).await.context("basic.qos refused")?;
@@ -398,35 +400,57 @@ async fn consume_once(
             let gather_deadline = if room { gathering.deadline() } else { None };
             // Deliveries already received come first, so a batch takes in what is there
             // before its linger runs out; `is_full` bounds it.
-            tokio::select! {
+            let why = timings::Waiting::of(gathering.is_full(), room, !gathering.is_empty(), !storing.is_empty());
+            let waiting = tokio::time::Instant::now();
+            let wake = tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => {
+                _ = shutdown.cancelled() => Wake::Shutdown,
+                Some(stored) = storing.next(), if !storing.is_empty() => Wake::Stored(stored),
+                _ = until(parked.next_due()) => Wake::ParkedDue,
+                next = consumer.next(), if take_more => Wake::Delivery(next),
+                _ = until(gather_deadline) => Wake::Linger,
+            };
+            t.waited(why, waiting.elapsed());
+            match wake {
+                Wake::Shutdown => {
                     // Batches in flight finish their commits and are acked; the rest goes back.
                     while let Some(stored) = storing.next().await {
-                        batch::settle(pool, stored, stats, &mut parked).await?;
+                        batch::settle(pool, stored, stats, &mut parked, &mut t).await?;
                     }
                     return Ok(());
                 }
-                Some(stored) = storing.next(), if !storing.is_empty() => {
-                    batch::settle(pool, stored, stats, &mut parked).await?;
+                Wake::Stored(stored) => batch::settle(pool, stored, stats, &mut parked, &mut t).await?,
+                Wake::ParkedDue => parked.release_due().await?,
+                Wake::Delivery(Some(Ok(delivery))) => {
+                    stats.received.fetch_add(1, Ordering::Relaxed);
+                    let p = pending(queue, delivery);
+                    t.deliveries += 1;
+                    t.parse += p.parse;
+                    gathering.push(p);
                 }
-                _ = until(parked.next_due()) => parked.release_due().await?,
-                next = consumer.next(), if take_more => match next {
-                    Some(Ok(delivery)) => {
-                        stats.received.fetch_add(1, Ordering::Relaxed);
-                        gathering.push(pending(queue, delivery));
-                    }
-                    Some(Err(e)) => return Err(e).context("consumer failed"),
-                    None => anyhow::bail!("the broker cancelled the consumer (queue deleted?)"),
-                },
-                _ = until(gather_deadline) => {}
+                Wake::Delivery(Some(Err(e))) => return Err(e).context("consumer failed"),
+                Wake::Delivery(None) => anyhow::bail!("the broker cancelled the consumer (queue deleted?)"),
+                Wake::Linger => {}
             }
         }
     }
     .await;
+    t.log(queue);
     // Closing returns any unacked deliveries (gathering or parked) to the queue at once.
     let _ = conn.close(200, "revenant ingest stopping".into()).await;
     result
+}
+
+/// What woke a consumer's loop.
+// Built and matched within one loop turn, on the stack: boxing a delivery would allocate
+// once per message on the hot path.
+#[allow(clippy::large_enum_variant)]
+enum Wake {
+    Shutdown,
+    Stored(batch::Stored),
+    ParkedDue,
+    Delivery(Option<lapin::Result<Delivery>>),
+    Linger,
 }
 
 /// Waits until `at`, or forever when there is nothing to wait for.

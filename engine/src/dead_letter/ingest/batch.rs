@@ -28,7 +28,7 @@ use sqlx::PgPool;
 use tokio::{sync::oneshot, time::Instant};
 use tracing::Instrument;
 
-use super::{IngestStats, STORE_RETRY_DELAY};
+use super::{IngestStats, STORE_RETRY_DELAY, timings::Timings};
 use crate::dead_letter::{
     store::StoreError,
     store_batch::{self, NewDeadLetter},
@@ -156,11 +156,14 @@ pub(super) async fn settle(
     stored: Stored,
     stats: &IngestStats,
     parked: &mut Parked,
+    t: &mut Timings,
 ) -> anyhow::Result<()> {
     let Stored { ackers, rows, outcome, parse, store } = stored;
     if ackers.is_empty() {
         return Ok(());
     }
+    t.batches += 1;
+    t.store += store;
     let span = tracing::info_span!("batch", size = ackers.len());
     async {
         match outcome {
@@ -169,6 +172,7 @@ pub(super) async fn settle(
                 let started = Instant::now();
                 // Only now, with the rows committed, may RabbitMQ forget the messages.
                 ack_all(&ackers, parked.is_empty()).await?;
+                t.ack += started.elapsed();
                 if parked.is_empty() {
                     stats.note_flowing(&parked.queue);
                 }
