@@ -20,6 +20,6 @@ pub mod topology;
 pub use alert::{AlertState, RuleKind, Severity, TargetKind, WebhookFormat};
 pub use dead_letter::{BodyKind, BodyShape, Breakdown, DeadLetterStatus};
 pub use outbox::Bucket;
-pub use replay::{ItemStatus, Order, PlanStatus};
+pub use replay::{ItemStatus, Order, PlanStatus, TargetMode};
 pub use role::{Access, Role};
 pub use topology::{Check, Level, Placement, QueueRole, Verdict};

@@ -12,6 +12,20 @@ words! {
     }
 }
 
+words! {
+    /// Where a plan sends its messages (`replay_plans.target_mode`).
+    pub enum TargetMode {
+        /// Each message to the queue it died in, through the default exchange.
+        Origin = "origin",
+        /// Each message to the exchange and routing key it was first published with.
+        Original = "original",
+        /// One exchange and routing key for all.
+        Exchange = "exchange",
+        /// One queue for all, through the default exchange.
+        Queue = "queue",
+    }
+}
+
 impl PlanStatus {
     /// Whether the plan will send nothing more.
     pub fn finished(self) -> bool {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::model::{Plan, PlanStatus};
+use super::model::{Plan, PlanStatus, TargetMode};
 use crate::dead_letter::model::{DeadLetter, Status};
 
 /// One item to send, with the dead letter it copies.
@@ -37,7 +37,7 @@ pub async fn claim_plan(pool: &PgPool, owner: Uuid, lease: Duration, busy: &[i64
                      WHERE status IN ('scheduled', 'running') AND start_at <= now()
                        AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND NOT (id = ANY($3))
                      ORDER BY start_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING id, created_by, created_at, source, target_mode, target_exchange, target_routing_key,
+         RETURNING id, created_by, created_at, source, target_mode AS "target_mode: TargetMode", target_exchange, target_routing_key,
             rate_per_sec, start_at, ordered, order_by, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total,
             sent, failed, cancelled, updated_at, finished_at"#,
         owner,
@@ -49,10 +49,10 @@ pub async fn claim_plan(pool: &PgPool, owner: Uuid, lease: Duration, busy: &[i64
 }
 
 /// Extends the lease; returns the plan's status, or None when the lease is no longer ours.
-pub async fn renew(pool: &PgPool, plan_id: i64, owner: Uuid, lease: Duration) -> sqlx::Result<Option<String>> {
+pub async fn renew(pool: &PgPool, plan_id: i64, owner: Uuid, lease: Duration) -> sqlx::Result<Option<PlanStatus>> {
     sqlx::query_scalar!(
-        "UPDATE replay_plans SET lease_expires_at = now() + make_interval(secs => $3)
-         WHERE id = $1 AND lease_owner = $2 RETURNING status",
+        r#"UPDATE replay_plans SET lease_expires_at = now() + make_interval(secs => $3)
+         WHERE id = $1 AND lease_owner = $2 RETURNING status AS "status: PlanStatus""#,
         plan_id,
         owner,
         lease.as_secs_f64()

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use types::{ItemStatus, Order, PlanStatus};
+pub use types::{ItemStatus, Order, PlanStatus, TargetMode};
 
 use crate::dead_letter::store::ListFilter;
 
@@ -44,15 +44,6 @@ pub enum Target {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetMode {
-    Origin,
-    Original,
-    Exchange,
-    Queue,
-}
-
 impl Target {
     pub fn mode(&self) -> TargetMode {
         match self {
@@ -69,17 +60,6 @@ impl Target {
             Self::Origin | Self::Original => None,
             Self::Exchange { exchange, routing_key } => Some((exchange, routing_key)),
             Self::Queue { queue } => Some(("", queue)),
-        }
-    }
-}
-
-impl TargetMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Origin => "origin",
-            Self::Original => "original",
-            Self::Exchange => "exchange",
-            Self::Queue => "queue",
         }
     }
 }
@@ -165,7 +145,7 @@ pub struct Plan {
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub source: serde_json::Value,
-    pub target_mode: String,
+    pub target_mode: TargetMode,
     pub target_exchange: Option<String>,
     pub target_routing_key: Option<String>,
     pub rate_per_sec: Option<f32>,

@@ -7,13 +7,13 @@ use sqlx::PgExecutor;
 
 use super::{
     ReplayError,
-    model::{ItemStatus, Plan, PlanItem, PlanStatus},
+    model::{ItemStatus, Plan, PlanItem, PlanStatus, TargetMode},
 };
 
 pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Plan, ReplayError> {
     sqlx::query_as!(
         Plan,
-        r#"SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
+        r#"SELECT id, created_by, created_at, source, target_mode AS "target_mode: TargetMode", target_exchange, target_routing_key, rate_per_sec,
             start_at, ordered, order_by, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
             cancelled, updated_at, finished_at
          FROM replay_plans WHERE id = $1"#,
@@ -28,7 +28,7 @@ pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<Plan, ReplayError> 
 pub async fn list(db: impl PgExecutor<'_>, before_id: Option<i64>, limit: i64) -> Result<Vec<Plan>, ReplayError> {
     Ok(sqlx::query_as!(
         Plan,
-        r#"SELECT id, created_by, created_at, source, target_mode, target_exchange, target_routing_key, rate_per_sec,
+        r#"SELECT id, created_by, created_at, source, target_mode AS "target_mode: TargetMode", target_exchange, target_routing_key, rate_per_sec,
             start_at, ordered, order_by, status AS "status: PlanStatus", auto_pause_share, auto_pause_window_secs, paused_reason, total, sent, failed,
             cancelled, updated_at, finished_at
          FROM replay_plans WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"#,

@@ -29,7 +29,7 @@ use super::{
     keys::{Keys, Next},
     lineage,
     marks::{self, Mark, Marks},
-    model::{Order, Plan},
+    model::{Order, Plan, PlanStatus},
     stats::ReplayStats,
 };
 use crate::{
@@ -391,7 +391,7 @@ impl Sender<'_> {
     async fn still_ours(&self, owner: Uuid) -> bool {
         let plan_id = self.plan.id;
         match items::renew(self.pool, plan_id, owner, self.cfg.lease).await {
-            Ok(Some(status)) if status == "running" => {}
+            Ok(Some(PlanStatus::Running)) => {}
             Ok(Some(status)) => {
                 tracing::info!(plan_id, %status, "replay plan no longer running; stopping");
                 return false;

@@ -4,7 +4,9 @@
 //! new one cannot slip by unnoticed.
 
 use engine::testing::fresh_db;
-use types::{AlertState, DeadLetterStatus, ItemStatus, Level, PlanStatus, Role, RuleKind, Severity, WebhookFormat};
+use types::{
+    AlertState, DeadLetterStatus, ItemStatus, Level, PlanStatus, Role, RuleKind, Severity, TargetMode, WebhookFormat,
+};
 
 /// `CHECK ((status = ANY (ARRAY['a'::text, 'b'::text])))` → ("status", ["a", "b"]).
 fn parse(def: &str) -> Option<(String, Vec<String>)> {
@@ -37,6 +39,7 @@ async fn every_checked_column_allows_exactly_its_enums_words() {
         ("dead_letters", "status", words(&DeadLetterStatus::ALL, DeadLetterStatus::as_str)),
         ("replay_plans", "status", words(&PlanStatus::ALL, PlanStatus::as_str)),
         ("replay_items", "status", words(&ItemStatus::ALL, ItemStatus::as_str)),
+        ("replay_plans", "target_mode", words(&TargetMode::ALL, TargetMode::as_str)),
         ("alert_rules", "kind", words(&RuleKind::ALL, RuleKind::as_str)),
         ("alert_rules", "webhook_format", words(&WebhookFormat::ALL, WebhookFormat::as_str)),
         ("alert_state", "state", words(&AlertState::ALL, AlertState::as_str)),
@@ -49,7 +52,6 @@ async fn every_checked_column_allows_exactly_its_enums_words() {
         ("relay_state", "status"),
         ("dead_letters", "reason"),
         ("selections", "kind"),
-        ("replay_plans", "target_mode"),
         ("watched_queues", "origin"),
     ];
     let mut seen = Vec::new();

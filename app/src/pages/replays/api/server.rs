@@ -1,7 +1,7 @@
 //! The server side of the replay server functions.
 
 use engine::auth::Principal;
-use engine::replay::{self, CreatePlan, Selection, Target, lineage::Event};
+use engine::replay::{self, CreatePlan, Selection, Target, TargetMode, lineage::Event};
 use engine::settings::ExposeSecret;
 
 use super::*;
@@ -54,11 +54,11 @@ fn number<T: std::str::FromStr>(field: &str, v: &str) -> Result<Option<T>, AppEr
 }
 
 pub fn plan_view(p: replay::Plan) -> PlanView {
-    let target = match p.target_mode.as_str() {
-        "origin" => "each message's origin queue".to_string(),
-        "original" => "original exchange and routing key".to_string(),
-        "queue" => format!("queue {}", p.target_routing_key.clone().unwrap_or_default()),
-        _ => format!(
+    let target = match p.target_mode {
+        TargetMode::Origin => "each message's origin queue".to_string(),
+        TargetMode::Original => "original exchange and routing key".to_string(),
+        TargetMode::Queue => format!("queue {}", p.target_routing_key.clone().unwrap_or_default()),
+        TargetMode::Exchange => format!(
             "exchange `{}` key `{}`",
             p.target_exchange.clone().unwrap_or_default(),
             p.target_routing_key.clone().unwrap_or_default()
