@@ -59,3 +59,16 @@ impl Breakdown {
         self.shapes.len() > 1 || self.schema_versions.len() > 1 || self.declared_json_not_json > 0
     }
 }
+
+words! {
+    /// Who last changed a queue in the watched set (`watched_queues.origin`).
+    pub enum WatchOrigin {
+        /// `ingest.queues` at start-up.
+        Config = "config",
+        Console = "console",
+        /// `revenant dlq`.
+        Cli = "cli",
+        /// Found by `ingest.auto` in the topology.
+        Auto = "auto",
+    }
+}

@@ -18,7 +18,7 @@ pub mod routes;
 pub mod topology;
 
 pub use alert::{AlertState, RuleKind, Severity, TargetKind, WebhookFormat};
-pub use dead_letter::{BodyKind, BodyShape, Breakdown, DeadLetterStatus};
+pub use dead_letter::{BodyKind, BodyShape, Breakdown, DeadLetterStatus, WatchOrigin};
 pub use outbox::Bucket;
 pub use replay::{ItemStatus, Order, PlanStatus, TargetMode};
 pub use role::{Access, Role};

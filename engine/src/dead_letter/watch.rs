@@ -21,30 +21,13 @@ use crate::{
 };
 
 /// Who changes the set: the origin column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    Config,
-    Console,
-    Cli,
-    Auto,
-}
-
-impl Origin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Config => "config",
-            Self::Console => "console",
-            Self::Cli => "cli",
-            Self::Auto => "auto",
-        }
-    }
-}
+pub use types::WatchOrigin as Origin;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Watched {
     pub queue: String,
     pub watching: bool,
-    pub origin: String,
+    pub origin: Origin,
     pub changed_by: Option<String>,
     pub changed_at: DateTime<Utc>,
 }
@@ -92,7 +75,7 @@ pub async fn watching(db: impl PgExecutor<'_>) -> Result<Vec<String>, sqlx::Erro
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<Watched>, sqlx::Error> {
     sqlx::query_as!(
         Watched,
-        "SELECT queue, watching, origin, changed_by, changed_at FROM watched_queues ORDER BY queue"
+        r#"SELECT queue, watching, origin AS "origin: Origin", changed_by, changed_at FROM watched_queues ORDER BY queue"#
     )
     .fetch_all(db)
     .await

@@ -63,7 +63,7 @@ async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_mes
     assert_eq!(watch::seed(&db.pool, std::slice::from_ref(&t.dlq), Origin::Config).await.unwrap(), 0);
     let listed = watch::list(&db.pool).await.unwrap();
     assert_eq!(listed.len(), 1);
-    assert!(!listed[0].watching && listed[0].origin == "console");
+    assert!(!listed[0].watching && listed[0].origin == watch::Origin::Console);
     watch::set(&db.pool, &admin, None, std::slice::from_ref(&t.dlq), true, Origin::Cli).await.unwrap();
     eventually("the rest stored after restarting it", Duration::from_secs(30), async || {
         count(&db.pool, &t.dlq).await == 30

@@ -431,11 +431,11 @@ async fn ingest_auto_watches_every_dead_letter_target_of_the_vhost() {
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
     assert_eq!(stored, 1, "the discovered DLQ was ingested");
-    let listed: Vec<(String, bool, String)> =
+    let listed: Vec<(String, bool, watch::Origin)> =
         watch::list(&db.pool).await.unwrap().into_iter().map(|w| (w.queue, w.watching, w.origin)).collect();
     assert_eq!(
         listed,
-        [("auto.other.dlq".into(), false, "console".into()), ("auto.work.dlq".into(), true, "auto".into())],
+        [("auto.other.dlq".into(), false, watch::Origin::Console), ("auto.work.dlq".into(), true, watch::Origin::Auto)],
         "discovery adds what is new and leaves a stopped queue stopped"
     );
     v.delete().await;
