@@ -383,12 +383,15 @@ async fn consume_once(
         let mut storing: FuturesOrdered<BoxFuture<'static, batch::Stored>> = FuturesOrdered::new();
         // Resolves when the newest batch's rows are written: the next one writes after it.
         let mut last_written: Option<tokio::sync::oneshot::Receiver<()>> = None;
+        // Deliveries in batches committing (unacked, so they hold prefetch credit).
+        let mut in_store = 0usize;
         loop {
             let now = tokio::time::Instant::now();
             let due = gathering.is_full() || gathering.deadline().is_some_and(|d| d <= now);
             let room = storing.len() < shape.commits;
             if room && due && !gathering.is_empty() {
                 stats.batches.fetch_add(1, Ordering::Relaxed);
+                in_store += gathering.len();
                 let (stored, written) = batch::store(pool, gathering.take(), last_written.take());
                 storing.push_back(stored);
                 last_written = Some(written);
@@ -400,7 +403,13 @@ async fn consume_once(
             let gather_deadline = if room { gathering.deadline() } else { None };
             // Deliveries already received come first, so a batch takes in what is there
             // before its linger runs out; `is_full` bounds it.
-            let why = timings::Waiting::of(gathering.is_full(), room, !gathering.is_empty(), !storing.is_empty());
+            let why = timings::Waiting::of(timings::State {
+                batch_full: gathering.is_full(),
+                room,
+                gathering: gathering.len(),
+                storing: in_store,
+                prefetch,
+            });
             let waiting = tokio::time::Instant::now();
             let wake = tokio::select! {
                 biased;
@@ -419,7 +428,10 @@ async fn consume_once(
                     }
                     return Ok(());
                 }
-                Wake::Stored(stored) => batch::settle(pool, stored, stats, &mut parked, &mut t).await?,
+                Wake::Stored(stored) => {
+                    in_store -= stored.len();
+                    batch::settle(pool, stored, stats, &mut parked, &mut t).await?
+                }
                 Wake::ParkedDue => parked.release_due().await?,
                 Wake::Delivery(Some(Ok(delivery))) => {
                     stats.received.fetch_add(1, Ordering::Relaxed);

@@ -148,6 +148,13 @@ pub(super) fn store(
     (Box::pin(async move { task.await.expect("the store task panicked") }), rows_written)
 }
 
+impl Stored {
+    /// Deliveries in the batch.
+    pub fn len(&self) -> usize {
+        self.ackers.len()
+    }
+}
+
 /// Settles a stored batch: acked (one `multiple` ack when that is safe) once committed, or, when
 /// PostgreSQL refused it, stored again one delivery at a time, or parked. Called in delivery
 /// order, so a `multiple` ack never covers a batch that has not committed.
