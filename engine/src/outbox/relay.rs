@@ -1,14 +1,17 @@
 //! The outbox relay: leases due rows, publishes them with confirms, marks each after its own.
 //!
 //! Policy:
-//! - up to `window` publishes await their confirm at once; a confirmed row's mark joins a
+//! - it publishes through the shared pipeline ([`crate::publish`]): `channels` confirm
+//!   channels, a routing key always on the same one so its rows reach the broker in claim order;
+//! - up to `window` publishes (over all channels) await their confirm at once; a confirmed row's mark joins a
 //!   group committed within `mark_flush_ms` or at `mark_batch` marks (never "the whole claim
 //!   at the end"), and confirms wait while `mark_batch` marks are unflushed, so a crash
 //!   re-sends at most `window + mark_batch - 1` events and never loses one;
 //! - the next claim runs while the current rows are still being sent, so the window is not
 //!   left empty while PostgreSQL commits a claim;
-//! - `Ack` with a returned message (unroutable under `mandatory`), `Nack`, and no confirm
-//!   within `confirm_timeout` are failed attempts, recorded with the broker's reason;
+//! - `Ack` with a returned message (unroutable under `mandatory`) and `Nack` are failed
+//!   attempts, recorded with the broker's reason; no confirm within `confirm_timeout` (of
+//!   unblocked time) is *unknown*, not an attempt: the row is re-sent when its lease ends;
 //! - no database transaction is ever open while the broker is awaited: the lease is what
 //!   keeps a row ours, and a row is not published once its lease is too close to expiry;
 //! - a missing exchange is checked with a passive declare on a side channel, because

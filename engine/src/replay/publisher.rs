@@ -6,7 +6,8 @@
 //!   taken over when its lease expires and their unmarked items re-sent (at-least-once);
 //! - due means `start_at <= now()` and scheduled or running; taking a scheduled plan makes it
 //!   running; a paused or cancelled plan is noticed at the next lease renewal and left;
-//! - each plan has its own channel in confirm mode on one shared connection, up to
+//! - each plan has its own confirm channels (`channels`, the shared pipeline of
+//!   [`crate::publish`]) on one shared connection, up to
 //!   `max_plans` at once, so a slow plan (1 message/s) does not hold the others back;
 //! - no database transaction is open while the broker is awaited;
 //! - items are marked after their confirms in groups (see [`super::marks`]): one statement per
