@@ -37,6 +37,13 @@ struct Outcome {
     check: Check,
 }
 
+impl Outcome {
+    /// A ceiling's run: raw publishes, no confirm latencies measured per row.
+    fn ceiling(label: String, events: u32, took: Duration, check: Check) -> Self {
+        Self { label, events: events.into(), took, p50: "–".into(), p99: "–".into(), check }
+    }
+}
+
 /// What arrived on the queue, compared with what the run's rows say was published.
 struct Check {
     unpublished_rows: i64,
@@ -153,14 +160,7 @@ async fn bench(
             let took = ceiling::raw(pool, conn, &label, w).await?;
             let check = verify(pool, conn, queue, &label).await?;
             let raw_rate = per_sec(n.into(), took);
-            out.push(Outcome {
-                label: format!("raw confirms, window {w}{round}"),
-                events: n.into(),
-                took,
-                p50: "–".into(),
-                p99: "–".into(),
-                check,
-            });
+            out.push(Outcome::ceiling(format!("raw confirms, window {w}{round}"), n, took, check));
             report(out.last());
 
             let label = format!("bench.relay.w{w}.r{r}");
@@ -185,14 +185,8 @@ async fn bench(
                 let took =
                     ceiling::broker_limit(pool, settings.amqp_url.expose_secret(), &label, w, publishers).await?;
                 let check = verify(pool, conn, queue, &label).await?;
-                out.push(Outcome {
-                    label: format!("broker limit, {publishers} publishers, window {w}{round}"),
-                    events: n.into(),
-                    took,
-                    p50: "–".into(),
-                    p99: "–".into(),
-                    check,
-                });
+                let label = format!("broker limit, {publishers} publishers, window {w}{round}");
+                out.push(Outcome::ceiling(label, n, took, check));
                 report(out.last());
                 let limit_rate = per_sec(n.into(), took);
                 limit_rates.push(limit_rate);
