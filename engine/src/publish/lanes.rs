@@ -32,8 +32,9 @@ use crate::amqp::{
     confirm::{Awaited, Exchanges},
 };
 
-/// Confirm channels per publishing role unless configured: what the benches found best on
-/// 2 cores (docs/BENCHMARKS.md).
+/// The relay's confirm channels unless configured (replay's default is one, to keep send
+/// order): no cost measured on 2 cores, a second channel process where the broker has cores
+/// to spare (docs/BENCHMARKS.md).
 pub const DEFAULT_CHANNELS: usize = 2;
 
 /// A publish's confirm: the caller's tag, what came back, and how long it took.
