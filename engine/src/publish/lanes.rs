@@ -32,10 +32,11 @@ use crate::amqp::{
     confirm::{Awaited, Exchanges},
 };
 
-/// The relay's confirm channels unless configured (replay's default is one, to keep send
-/// order): no cost measured on 2 cores, a second channel process where the broker has cores
-/// to spare (docs/BENCHMARKS.md).
-pub const DEFAULT_CHANNELS: usize = 2;
+/// Confirm channels per role unless configured: one. More measured no faster on 2 cores
+/// (docs/BENCHMARKS.md), and they give up order between keys: events of one aggregate often
+/// carry different routing keys (`order.placed`, `order.shipped`), which on two channels may
+/// arrive swapped. Raise it where one channel process is the broker's limit.
+pub const DEFAULT_CHANNELS: usize = 1;
 
 /// A publish's confirm: the caller's tag, what came back, and how long it took.
 pub type Confirm<T> = BoxFuture<'static, (T, Awaited, Duration)>;

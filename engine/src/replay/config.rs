@@ -35,8 +35,7 @@ impl Default for PublisherConfig {
             control_every: Duration::from_millis(500),
             confirm_timeout: Duration::from_secs(15),
             window: 64,
-            // More measured no faster here (docs/BENCHMARKS.md) and would give up send order.
-            channels: 1,
+            channels: crate::publish::DEFAULT_CHANNELS,
             batch: 256,
             mark_batch: 256,
             mark_flush: Duration::from_millis(5),
