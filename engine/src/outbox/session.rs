@@ -29,7 +29,7 @@ use super::{
 use crate::{
     amqp::{
         blocked::BlockState,
-        confirm::{self, Outcome},
+        confirm::{self, Awaited, Outcome},
     },
     publish::{Confirm, Flushed, Lanes, PublishError, Published},
     settings::RelaySettings,
@@ -41,7 +41,7 @@ struct Sent {
     event_id: String,
     attempts: i32,
 }
-type Confirmed = (Sent, crate::amqp::confirm::Awaited, Duration);
+type Confirmed = (Sent, Awaited, Duration);
 
 impl From<&ClaimedRow> for Sent {
     fn from(r: &ClaimedRow) -> Self {

@@ -37,7 +37,7 @@ use crate::{
         blocked::BlockState,
         confirm::{self, Awaited, Outcome},
     },
-    publish::{Flushed, Lanes, PublishError, Published},
+    publish::{Flushed, Lanes, Published},
 };
 
 type Confirmed = (i64, Awaited, Duration);
@@ -447,7 +447,8 @@ impl Sender<'_> {
                 self.fail(marks, id, reason).await;
                 return Ok(None);
             }
-            Err(e @ (PublishError::Lost(_) | PublishError::Stuck)) => return Err(e.into()),
+            // The lanes are unusable: the publisher reconnects.
+            Err(e) => return Err(e.into()),
         };
         tracing::debug!(
             plan_id = item.plan_id,
