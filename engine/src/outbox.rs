@@ -3,6 +3,8 @@
 //! Policy (docs/OUTBOX.md has the operator's version):
 //! - a service writes its event into `outbox` in the same transaction as its business
 //!   change ([`store::enqueue`]); publishing never happens inside that transaction;
+//! - nothing runs on the service's commit: no trigger NOTIFYs on insert; relays find new
+//!   rows by adaptive polling ([`poll`]);
 //! - relays lease due rows with `FOR UPDATE SKIP LOCKED` in one short statement, publish
 //!   them with publisher confirms (persistent, `mandatory`, `message_id` = event id), and mark
 //!   confirmed rows in group commits every few ms or `mark_batch` confirms, so a `kill -9` can
@@ -17,6 +19,7 @@ pub mod install;
 mod mapped;
 pub mod marks;
 pub mod message;
+mod poll;
 pub mod relay;
 mod session;
 pub mod stats;

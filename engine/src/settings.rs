@@ -48,8 +48,10 @@ pub struct RelaySettings {
     pub max_attempts: i32,
     pub backoff_base: Duration,
     pub backoff_max: Duration,
-    /// Poll interval when no NOTIFY arrives.
+    /// The longest wait between claims of an idle table (adaptive polling: `outbox::poll`).
     pub poll: Duration,
+    /// The first wait after a claim comes back short; it doubles up to `poll`.
+    pub poll_min: Duration,
     pub confirm_timeout: Duration,
     /// Confirmed rows whose marks may wait uncommitted at once; a flush starts when this many
     /// are waiting. With `window` it bounds what a `kill -9` can re-send.
@@ -280,6 +282,7 @@ struct RawRelay {
     backoff_base_ms: Option<i64>,
     backoff_max_ms: Option<i64>,
     poll_ms: Option<i64>,
+    poll_min_ms: Option<i64>,
     confirm_timeout_ms: Option<i64>,
     mark_batch: Option<i64>,
     mark_flush_ms: Option<i64>,
@@ -413,7 +416,8 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             300_000,
             1..=86_400_000,
         )?),
-        poll: ms(int("relay.poll_ms", "REVENANT_RELAY_POLL_MS", env, r.poll_ms, 1000, 10..=600_000)?),
+        poll: ms(int("relay.poll_ms", "REVENANT_RELAY_POLL_MS", env, r.poll_ms, 250, 10..=600_000)?),
+        poll_min: ms(int("relay.poll_min_ms", "REVENANT_RELAY_POLL_MIN_MS", env, r.poll_min_ms, 5, 1..=60_000)?),
         confirm_timeout: ms(int(
             "relay.confirm_timeout_ms",
             "REVENANT_RELAY_CONFIRM_TIMEOUT_MS",

@@ -29,7 +29,8 @@ pub struct Source {
     pub stuck_attempts: i32,
     /// Whether `revenant relay` publishes this source (always for Revenant's own outbox).
     pub relay: bool,
-    /// How often the relay looks for new rows when no NOTIFY can wake it (mapped tables).
+    /// The longest wait between a relay's claims of this table while it is idle (adaptive
+    /// polling, `outbox::poll`).
     pub poll: Duration,
 }
 
@@ -72,6 +73,13 @@ async fn opened(m: &MappedOutbox, own: &PgPool) -> anyhow::Result<Source> {
         if installed.is_none() {
             anyhow::bail!(
                 "`native = true` but its database has no revenant.outbox; run `revenant outbox install --database-url …` first"
+            );
+        }
+        if crate::outbox::install::has_insert_notify(&pool).await? {
+            tracing::warn!(
+                source = %m.name,
+                "revenant.outbox there still has the insert NOTIFY trigger of earlier versions, which serialises the \
+                 service's commits; run `revenant outbox install --database-url …` to drop it"
             );
         }
         mapping::Cols::native()

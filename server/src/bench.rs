@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod outbox_list;
 pub mod relay;
 pub mod replay;
+pub mod writer;
 
 use std::{
     collections::HashMap,
@@ -86,6 +87,19 @@ pub enum BenchCommand {
         #[arg(long)]
         quorum: bool,
     },
+    /// The service's own transaction (business row + outbox row) at 16 and 64 writers, on the
+    /// outbox as installed against the same table without any trigger.
+    Writer {
+        /// Concurrent writers, each on its own connection, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [16, 64])]
+        clients: Vec<usize>,
+        /// Seconds each run lasts.
+        #[arg(long, default_value_t = 5)]
+        secs: u64,
+        /// Rounds per client count; each ratio printed is the rounds' median.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Outbox list and count queries on a large `outbox` table.
     OutboxList {
         /// Rows to generate (10 000 000 is the long run).
@@ -126,6 +140,7 @@ pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
             QUORUM.store(quorum, Relaxed);
             replay::run(settings, messages).await
         }
+        BenchCommand::Writer { clients, secs, rounds } => writer::run(settings, &clients, secs, rounds).await,
         BenchCommand::OutboxList { rows, runs } => outbox_list::run(settings, rows, runs).await,
         BenchCommand::DeadLetterList { rows, runs, keep, database } => {
             dead_letter_list::run(settings, rows, runs, keep, database).await
@@ -164,6 +179,11 @@ impl Scratch {
         }
         println!("bench database: {}", scratch.name);
         Ok(scratch)
+    }
+
+    /// Connection options for this database (for a pool of another size).
+    pub fn options(&self) -> PgConnectOptions {
+        self.admin.clone().database(&self.name)
     }
 
     /// Drops the database, forcing out any connection a bench task still holds.

@@ -160,6 +160,12 @@ fn outbox_install(url: &str) -> ExitCode {
             println!("revenant.outbox is already installed there; nothing changed");
             ExitCode::SUCCESS
         }
+        Ok(engine::outbox::install::Installed::Upgraded) => {
+            println!(
+                "revenant.outbox was already installed; its insert NOTIFY trigger is dropped (it serialised the service's commits)"
+            );
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("revenant: {e:#}");
             ExitCode::FAILURE

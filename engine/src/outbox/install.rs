@@ -9,22 +9,42 @@
 use anyhow::Context;
 use sqlx::PgPool;
 
-/// The migrations that make Revenant's `outbox` table, its indexes and its NOTIFY triggers.
+/// The migrations that make Revenant's `outbox` table, its indexes and its retry trigger.
 /// 0016 needs the `pg_trgm` extension (trusted: the CREATE privilege on the database is
 /// enough) for the error-text filter's index.
-const OUTBOX_DDL: [(&str, &str); 3] = [
+const OUTBOX_DDL: [(&str, &str); 4] = [
     ("0002_outbox.sql", include_str!("../../../migrations/0002_outbox.sql")),
     ("0008_outbox_bucket_indexes.sql", include_str!("../../../migrations/0008_outbox_bucket_indexes.sql")),
     ("0016_outbox_error_trigram.sql", include_str!("../../../migrations/0016_outbox_error_trigram.sql")),
+    (DROP_INSERT_NOTIFY.0, DROP_INSERT_NOTIFY.1),
 ];
+
+/// Applied to an outbox installed before it: the insert trigger's NOTIFY serialised the
+/// service's commits. Idempotent.
+const DROP_INSERT_NOTIFY: (&str, &str) =
+    ("0022_outbox_no_insert_notify.sql", include_str!("../../../migrations/0022_outbox_no_insert_notify.sql"));
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Installed {
     Created,
     AlreadyThere,
+    /// It was there with the insert NOTIFY trigger of earlier versions, now dropped.
+    Upgraded,
 }
 
-/// Creates `revenant.outbox` (and its triggers) in the database of `pool` unless it exists.
+/// Whether `revenant.outbox` in this database still has the insert trigger that NOTIFYs,
+/// which serialises the commits of the service writing it.
+pub async fn has_insert_notify(db: impl sqlx::PgExecutor<'_>) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_trigger
+                          WHERE tgrelid = to_regclass('revenant.outbox') AND tgname = 'outbox_notify') AS "there!""#
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Creates `revenant.outbox` (and its triggers) in the database of `pool` unless it exists;
+/// an existing one loses the insert NOTIFY trigger of earlier versions.
 pub async fn install(pool: &PgPool) -> anyhow::Result<Installed> {
     let mut tx = pool.begin().await?;
     // Two installs at once: the second waits here, then finds the table.
@@ -34,7 +54,14 @@ pub async fn install(pool: &PgPool) -> anyhow::Result<Installed> {
     let exists: Option<String> =
         sqlx::query_scalar!("SELECT to_regclass('revenant.outbox')::text").fetch_one(&mut *tx).await?;
     if exists.is_some() {
-        return Ok(Installed::AlreadyThere);
+        if !has_insert_notify(&mut *tx).await? {
+            return Ok(Installed::AlreadyThere);
+        }
+        sqlx::query!("SET LOCAL search_path = revenant, public").execute(&mut *tx).await?;
+        let (name, sql) = DROP_INSERT_NOTIFY;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.with_context(|| format!("applying {name}"))?;
+        tx.commit().await?;
+        return Ok(Installed::Upgraded);
     }
     sqlx::query!("CREATE SCHEMA IF NOT EXISTS revenant")
         .execute(&mut *tx)

@@ -112,7 +112,7 @@ pub async fn run_all(
         let (table, cfg) = if src.native() {
             (Table::Native { pool: src.pool.clone(), marks_pool }, cfg.clone())
         } else {
-            // No NOTIFY trigger on a service's table: its own poll interval wakes the relay.
+            // A service's table has its own longest poll wait (`poll_ms` of its source).
             let cfg = RelaySettings { poll: src.poll, ..cfg.clone() };
             (Table::Mapped(Arc::new(Mapped::new(src, marks_pool))), cfg)
         };

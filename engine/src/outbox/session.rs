@@ -13,7 +13,6 @@ use std::{
 use futures::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use lapin::Connection;
 use sqlx::postgres::PgListener;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -21,6 +20,7 @@ use super::{
     backoff::Backoff,
     marks::{self, Mark, Marks, duplicate_bound},
     message,
+    poll::Poll,
     stats::RelayStats,
     store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
     table::Table,
@@ -153,10 +153,11 @@ impl<'a> Session<'a> {
         let mut claiming: Option<Claim> = None;
         // Published but not durably marked, at most: what a kill -9 could re-send.
         let bound = duplicate_bound(self.cfg);
-        // True when the last claim found fewer rows than asked: wait for a NOTIFY or the poll.
+        // True when the last claim found fewer rows than asked: wait for the adaptive poll (or
+        // the NOTIFY of a console retry).
         let mut idle = false;
-        let mut poll = tokio::time::interval(self.cfg.poll);
-        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut poll = Poll::new(self.cfg.poll_min, self.cfg.poll);
+        let mut next_poll = tokio::time::Instant::now();
         let (started, mut waits) = (Instant::now(), Waits::default());
         // Set while blocked, until the publishes in flight then have settled and their marks
         // committed: their leases may have run out during the block, and a claim meanwhile
@@ -222,7 +223,7 @@ impl<'a> Session<'a> {
                     }
                 }, if claiming.is_some() => Wake::Claimed(r),
                 r = notified(listener), if idle && !blocked => Wake::Notified(r),
-                _ = poll.tick(), if idle && !blocked => Wake::Poll,
+                _ = tokio::time::sleep_until(next_poll), if idle && !blocked => Wake::Poll,
                 _ = self.blocks.unblocked(), if blocked => Wake::Unblocked,
             };
             waits.waited(held, waiting);
@@ -250,9 +251,19 @@ impl<'a> Session<'a> {
                     {
                         break Err(anyhow::anyhow!("claim failed; the table's relay lock may be lost: {e}"));
                     }
+                    // Rows found, even fewer than asked: more are likely coming, look again soon.
+                    if matches!(&res, Ok(rows) if !rows.is_empty()) {
+                        poll.busy();
+                    }
                     idle = self.claimed(res, &mut buffer);
+                    if idle {
+                        next_poll = tokio::time::Instant::now() + poll.idle();
+                    }
                 }
-                Wake::Notified(Ok(())) => idle = false,
+                Wake::Notified(Ok(())) => {
+                    idle = false;
+                    poll.busy();
+                }
                 Wake::Notified(Err(e)) => {
                     tracing::warn!(error = %e, "LISTEN connection lost; polling until it is back");
                     *listener = None;

@@ -14,7 +14,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-/// The channel the `outbox` insert trigger notifies.
+/// The channel the `outbox` retry trigger notifies when an operator puts a row back to
+/// pending (nothing notifies on insert: see `outbox::poll`).
 pub const NOTIFY_CHANNEL: &str = "revenant_outbox";
 
 /// AMQP short strings (exchange, routing key, content type, header names) hold 255 bytes.
@@ -119,7 +120,7 @@ fn short(field: &str, v: &str) -> Result<(), StoreError> {
 }
 
 /// Writes an event; call it with the service's transaction so the event exists iff the
-/// business change commits. The insert fires the NOTIFY that wakes relays at commit.
+/// business change commits. Nothing else runs on that commit: relays find the row by polling.
 pub async fn enqueue(ex: impl PgExecutor<'_>, ev: &NewEvent) -> Result<Uuid, StoreError> {
     short("exchange", &ev.exchange)?;
     short("routing key", &ev.routing_key)?;

@@ -111,8 +111,8 @@ impl Table {
         }
     }
 
-    /// A LISTEN connection that wakes the relay when rows arrive (native tables only; a mapped
-    /// table is polled).
+    /// A LISTEN connection that wakes the relay when an operator retries a row (native tables
+    /// only); new rows are found by polling.
     pub(crate) async fn listen(&self) -> Option<PgListener> {
         let Table::Native { pool, .. } = self else { return None };
         let res = async {

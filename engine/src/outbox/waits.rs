@@ -17,7 +17,7 @@ pub(super) enum Held {
     MarksFull,
     /// Nothing claimed is left to send and the next claim has not answered.
     Starved,
-    /// Nothing to send and no claim running: waiting for rows (NOTIFY or the poll).
+    /// Nothing to send and no claim running: waiting for rows (the adaptive poll).
     Idle,
 }
 

@@ -98,6 +98,11 @@ fn a_named_config_file_that_is_missing_is_an_error() {
 fn group_commit_settings_have_defaults_and_are_checked() {
     let s = build(RawFile::default(), &env_of(BASE)).unwrap();
     assert_eq!((s.relay.mark_batch, s.relay.mark_flush.as_millis()), (256, 5));
+    assert_eq!(
+        (s.relay.poll_min.as_millis(), s.relay.poll.as_millis()),
+        (5, 250),
+        "adaptive polling: 5 ms doubling to 250 ms"
+    );
     assert!(s.relay.synchronous_commit);
     assert_eq!((s.ingest.batch, s.ingest.linger.as_millis(), s.ingest.prefetch), (250, 5, 500));
     let raw: RawFile =

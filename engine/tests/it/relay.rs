@@ -36,6 +36,7 @@ pub(crate) fn cfg() -> RelaySettings {
         backoff_base: Duration::from_millis(10),
         backoff_max: Duration::from_millis(50),
         poll: Duration::from_millis(100),
+        poll_min: Duration::from_millis(5),
         confirm_timeout: Duration::from_secs(5),
         mark_batch: 64,
         mark_flush: Duration::from_millis(5),

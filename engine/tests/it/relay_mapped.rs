@@ -278,7 +278,7 @@ async fn outbox_shape(pool: &PgPool) -> Vec<String> {
 #[tokio::test]
 async fn outbox_install_puts_revenants_schema_in_a_service_database_and_the_relay_publishes_it() {
     use engine::outbox::{
-        install::{Installed, install},
+        install::{Installed, has_insert_notify, install},
         store::{self, NewEvent},
     };
     let own = fresh_db().await;
@@ -286,6 +286,22 @@ async fn outbox_install_puts_revenants_schema_in_a_service_database_and_the_rela
     assert_eq!(install(&service.pool).await.unwrap(), Installed::Created);
     assert_eq!(install(&service.pool).await.unwrap(), Installed::AlreadyThere, "a second install changes nothing");
     assert_eq!(outbox_shape(&service.pool).await, outbox_shape(&own.pool).await, "the same schema as Revenant's own");
+    assert!(!has_insert_notify(&service.pool).await.unwrap(), "nothing NOTIFYs on the service's insert");
+    // An outbox installed by an earlier version: its insert trigger NOTIFYs. Install drops it.
+    sqlx::raw_sql(
+        "CREATE TRIGGER outbox_notify AFTER INSERT ON revenant.outbox FOR EACH STATEMENT EXECUTE FUNCTION revenant.outbox_notify()",
+    )
+    .execute(&service.pool)
+    .await
+    .unwrap();
+    assert!(has_insert_notify(&service.pool).await.unwrap());
+    assert_eq!(install(&service.pool).await.unwrap(), Installed::Upgraded);
+    assert!(!has_insert_notify(&service.pool).await.unwrap(), "the upgrade dropped the insert trigger");
+    assert_eq!(
+        outbox_shape(&service.pool).await,
+        outbox_shape(&own.pool).await,
+        "the same schema as Revenant's own again"
+    );
     let m = MappedOutbox {
         name: "billing".into(),
         database_url: Some(service.url.clone()),

@@ -275,7 +275,7 @@ async fn bench(
 }
 
 /// The middle value (the mean of the two middle ones for an even count); 0 when empty.
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,

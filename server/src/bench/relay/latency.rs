@@ -5,7 +5,7 @@
 //! `created_at` is set by the insert's own single-statement transaction, so it is its commit
 //! give or take the statement; `published_at` is set by the mark flush, which runs after the
 //! confirm. The figure is therefore an upper bound of commit-to-confirm: it includes the
-//! NOTIFY wake-up, the claim, the publish, the confirm and up to one mark flush.
+//! adaptive poll's wait, the claim, the publish, the confirm and up to one mark flush.
 
 use engine::settings::ExposeSecret;
 use std::{
