@@ -14,15 +14,16 @@
 //!   never be published as it stands is `failed` at once and blocks nothing behind it.
 
 pub mod backoff;
+mod driver;
 mod heartbeat;
 pub mod install;
 mod mapped;
 pub mod marks;
 pub mod message;
+mod native;
 mod poll;
 pub mod relay;
 mod session;
 pub mod stats;
 pub mod store;
-mod table;
 mod waits;

@@ -23,7 +23,12 @@ use std::{
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
-use super::store::{AttemptOutcome, ClaimedRow, FailedAttempt, StoreError};
+use uuid::Uuid;
+
+use super::{
+    driver::{Driver, Written},
+    store::{AttemptOutcome, ClaimedRow, FailedAttempt, StoreError},
+};
 use crate::sources::{Source, mapping::Cols};
 
 /// How often a standby relay tries to take a mapped table's lock.
@@ -57,12 +62,8 @@ impl Mapped {
         }
     }
 
-    pub(crate) fn marks_pool(&self) -> &PgPool {
-        &self.marks_pool
-    }
-
     /// Waits until this relay holds the table's lock (or `shutdown`). Returns false on shutdown.
-    pub(crate) async fn acquire(&self, shutdown: &CancellationToken) -> bool {
+    async fn lock_table(&self, shutdown: &CancellationToken) -> bool {
         let mut slot = self.lock.lock().await;
         if let Some(conn) = slot.as_mut() {
             if conn.ping().await.is_ok() {
@@ -114,13 +115,13 @@ impl Mapped {
     }
 
     /// Lets the lock go (clean stop): a standby takes over at its next try.
-    pub(crate) async fn unlock(&self) {
+    async fn unlock_table(&self) {
         if let Some(conn) = self.lock.lock().await.take() {
             let _ = conn.close().await;
         }
     }
 
-    pub(crate) async fn claim(&self, batch: i64) -> Result<Vec<ClaimedRow>, StoreError> {
+    async fn claim_rows(&self, batch: i64) -> Result<Vec<ClaimedRow>, StoreError> {
         // Taken before the query: a row leaves `held` only after its mark committed, so a row
         // missing from this list is either unclaimed or already marked when the query starts.
         let skip: Vec<i64> = self.held.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
@@ -147,21 +148,15 @@ impl Mapped {
         Ok(rows)
     }
 
-    /// Forgets every row of an ended session: its lost confirms may or may not have reached
-    /// the broker, and they are sent again (at least once), as a native lease's expiry would.
-    pub(crate) fn reset(&self) {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    }
-
     /// Rows no longer in flight (marked, given back, or a flush that failed).
-    pub(crate) fn forget(&self, ids: &[i64]) -> u64 {
+    fn forget(&self, ids: &[i64]) -> u64 {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         ids.iter().filter(|id| held.remove(id)).count() as u64
     }
 
     /// One transaction on the table's database: the published marks in one statement, the
     /// failed attempts in another.
-    pub(crate) async fn write_marks(
+    async fn write_all(
         &self,
         published: &[i64],
         failed: &[FailedAttempt],
@@ -192,7 +187,7 @@ impl Mapped {
 
     /// Records failed attempts in `revenant.relay_state`: back to pending after the row's
     /// backoff, or `failed` at `max_attempts`. An archived row stays archived.
-    pub(crate) async fn write_failed(
+    async fn write_failed(
         &self,
         ex: impl sqlx::PgExecutor<'_>,
         attempts: &[FailedAttempt],
@@ -234,6 +229,57 @@ impl Mapped {
                 (r.row_id, outcome)
             })
             .collect())
+    }
+}
+
+impl Driver for Mapped {
+    async fn acquire(&self, shutdown: &CancellationToken) -> bool {
+        self.lock_table(shutdown).await
+    }
+
+    /// Forgets every row of an ended session: its lost confirms may or may not have reached
+    /// the broker, and they are sent again (at least once), as a native lease's expiry would.
+    fn reset(&self) {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    async fn unlock(&self) {
+        self.unlock_table().await
+    }
+
+    async fn claim(&self, _owner: Uuid, batch: i64, _lease: Duration) -> Result<Vec<ClaimedRow>, StoreError> {
+        self.claim_rows(batch).await
+    }
+
+    async fn release(&self, _owner: Uuid, ids: &[i64]) -> Result<u64, StoreError> {
+        Ok(self.forget(ids))
+    }
+
+    fn leased(&self) -> bool {
+        false
+    }
+
+    async fn mark_bad(&self, id: i64, _owner: Uuid, reason: &str) -> Result<AttemptOutcome, StoreError> {
+        let one = [FailedAttempt { id, reason: reason.to_string(), retry_in: Duration::ZERO }];
+        let done = self.write_failed(&self.marks_pool, &one, 1).await?;
+        self.forget(&[id]);
+        Ok(done.first().map_or(AttemptOutcome::NotOwned, |(_, o)| *o))
+    }
+
+    async fn write_marks(
+        &self,
+        _owner: Uuid,
+        max_attempts: i32,
+        published: &[i64],
+        failed: &[FailedAttempt],
+    ) -> Result<Written, StoreError> {
+        self.write_all(published, failed, max_attempts).await
+    }
+
+    /// Marked or not, the rows are no longer in flight, and a flush given up makes them
+    /// claimable again (re-sent, never lost), as a crash would.
+    fn flushed(&self, ids: &[i64]) {
+        self.forget(ids);
     }
 }
 

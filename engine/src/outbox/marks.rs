@@ -12,15 +12,19 @@
 //!   connections of their own with that setting, so only the relay's own writes (never a
 //!   service's events) skip the WAL fsync wait.
 
-use std::{collections::HashMap, sync::atomic::Ordering::Relaxed, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, atomic::Ordering::Relaxed},
+    time::Duration,
+};
 
 use sqlx::{PgPool, postgres::PgPoolOptions};
 use uuid::Uuid;
 
 use super::{
+    driver::{Driver, Written},
     stats::RelayStats,
     store::{AttemptOutcome, FailedAttempt},
-    table::Table,
 };
 use crate::{
     publish::{Flushed, Flusher, MarkWriter},
@@ -64,32 +68,41 @@ impl Mark {
 }
 
 /// Where the relay's marks go: its table, as this relay.
-#[derive(Clone)]
-pub(super) struct Writer {
-    table: Table,
+pub(super) struct Writer<D> {
+    table: Arc<D>,
     owner: Uuid,
     max_attempts: i32,
 }
 
-/// Rows marked published, and each failed attempt's outcome.
-type Written = (u64, Vec<(i64, AttemptOutcome)>);
+impl<D> Clone for Writer<D> {
+    fn clone(&self) -> Self {
+        Self { table: self.table.clone(), owner: self.owner, max_attempts: self.max_attempts }
+    }
+}
 
-impl MarkWriter for Writer {
+impl<D: Driver> MarkWriter for Writer<D> {
     type Mark = Mark;
     type Written = Written;
 
     async fn write<'a>(&'a self, marks: &'a [Mark]) -> Result<Written, String> {
-        self.table.write_marks(self.owner, self.max_attempts, marks).await.map_err(|e| e.to_string())
+        let published: Vec<i64> =
+            marks.iter().filter_map(|m| if let Mark::Published { id } = m { Some(*id) } else { None }).collect();
+        let failed: Vec<FailedAttempt> = marks
+            .iter()
+            .filter_map(|m| if let Mark::Failed { attempt, .. } = m { Some(attempt.clone()) } else { None })
+            .collect();
+        self.table.write_marks(self.owner, self.max_attempts, &published, &failed).await.map_err(|e| e.to_string())
     }
 
     fn done(&self, marks: &[Mark]) {
-        self.table.flushed(marks);
+        let ids: Vec<i64> = marks.iter().map(Mark::id).collect();
+        self.table.flushed(&ids);
     }
 }
 
-pub(super) type Marks = Flusher<Writer>;
+pub(super) type Marks<D> = Flusher<Writer<D>>;
 
-pub(super) fn flusher(table: Table, owner: Uuid, cfg: &RelaySettings) -> Marks {
+pub(super) fn flusher<D: Driver>(table: Arc<D>, owner: Uuid, cfg: &RelaySettings) -> Marks<D> {
     let writer = Writer { table, owner, max_attempts: cfg.max_attempts };
     Flusher::new(writer, cfg.window, cfg.mark_batch, cfg.mark_flush)
 }

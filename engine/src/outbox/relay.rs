@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use super::stats::RelayStats;
-use super::{mapped::Mapped, marks, session::Session, table::Table};
+use super::{driver::Driver, mapped::Mapped, marks, native::Native, session::Session};
 use crate::{settings::RelaySettings, sources::Source};
 
 pub use super::store::NOTIFY_CHANNEL;
@@ -103,20 +103,22 @@ pub async fn run_all(
     let hb_stop = CancellationToken::new();
     let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.clone(), all, hb_stop.clone()));
     let mut tasks = tokio::task::JoinSet::new();
-    let own = Table::Native { marks_pool: marks::mark_pool(&pool, &cfg), pool: pool.clone() };
+    let own = Arc::new(Native::new(pool.clone(), marks::mark_pool(&pool, &cfg)));
     let name = crate::sources::NATIVE.to_string();
     tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
     for r in others {
         let src = &r.source;
         let marks_pool = marks::mark_pool(&src.pool, &cfg);
-        let (table, cfg) = if src.native() {
-            (Table::Native { pool: src.pool.clone(), marks_pool }, cfg.clone())
+        let (name, url, stop) = (src.name.clone(), amqp_url.clone(), shutdown.clone());
+        if src.native() {
+            let table = Arc::new(Native::new(src.pool.clone(), marks_pool));
+            tasks.spawn(relay_table(table, name, cfg.clone(), r.stats, owner, url, stop));
         } else {
             // A service's table has its own longest poll wait (`poll_ms` of its source).
             let cfg = RelaySettings { poll: src.poll, ..cfg.clone() };
-            (Table::Mapped(Arc::new(Mapped::new(src, marks_pool))), cfg)
-        };
-        tasks.spawn(relay_table(table, src.name.clone(), cfg, r.stats, owner, amqp_url.clone(), shutdown.clone()));
+            let table = Arc::new(Mapped::new(src, marks_pool));
+            tasks.spawn(relay_table(table, name, cfg, r.stats, owner, url, stop));
+        }
     }
     while let Some(done) = tasks.join_next().await {
         if let Err(e) = done {
@@ -129,10 +131,11 @@ pub async fn run_all(
     Ok(())
 }
 
-/// One source's relay: (for a mapped table, once it holds the table's lock) connect,
-/// publish until the connection or the lock is lost, reconnect with backoff.
-async fn relay_table(
-    table: Table,
+/// One source's relay: once its driver lets it publish (a mapped table: once it holds the
+/// table's lock) connect, publish until the connection or the lock is lost, reconnect with
+/// backoff.
+async fn relay_table<D: Driver>(
+    table: Arc<D>,
     source: String,
     cfg: RelaySettings,
     stats: Arc<RelayStats>,
@@ -150,14 +153,12 @@ async fn relay_table(
         format!("revenant-relay {owner} source={source}")
     };
     while !shutdown.is_cancelled() {
-        if let Table::Mapped(m) = &table {
-            stats.active.store(false, Relaxed);
-            if !m.acquire(&shutdown).await {
-                break;
-            }
-            // Nothing of an earlier session is in flight any more (it drained before ending).
-            m.reset();
+        stats.active.store(false, Relaxed);
+        if !table.acquire(&shutdown).await {
+            break;
         }
+        // Nothing of an earlier session is in flight any more (it drained before ending).
+        table.reset();
         stats.active.store(true, Relaxed);
         let started = Instant::now();
         let outcome = match crate::amqp::connect(&amqp_url, &conn_name).await {
@@ -178,8 +179,6 @@ async fn relay_table(
             break;
         }
     }
-    if let Table::Mapped(m) = &table {
-        m.unlock().await;
-    }
+    table.unlock().await;
     stats.active.store(false, Relaxed);
 }

@@ -18,12 +18,12 @@ use uuid::Uuid;
 
 use super::{
     backoff::Backoff,
+    driver::Driver,
     marks::{self, Mark, Marks, duplicate_bound},
     message,
     poll::Poll,
     stats::RelayStats,
     store::{self, AttemptOutcome, ClaimedRow, FailedAttempt},
-    table::Table,
     waits::{Held, Waits},
 };
 use crate::{
@@ -80,8 +80,8 @@ enum Wake {
 type Claim = BoxFuture<'static, Result<Vec<ClaimedRow>, store::StoreError>>;
 
 /// One broker connection's worth of work.
-pub(super) struct Session<'a> {
-    table: &'a Table,
+pub(super) struct Session<'a, D> {
+    table: &'a Arc<D>,
     cfg: &'a RelaySettings,
     stats: &'a RelayStats,
     owner: Uuid,
@@ -92,9 +92,9 @@ pub(super) struct Session<'a> {
     backoff: Backoff,
 }
 
-impl<'a> Session<'a> {
+impl<'a, D: Driver> Session<'a, D> {
     pub(super) async fn open(
-        table: &'a Table,
+        table: &'a Arc<D>,
         conn: &'a Connection,
         cfg: &'a RelaySettings,
         stats: &'a RelayStats,
@@ -363,12 +363,12 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn push(&self, marks: &mut Marks, mark: Mark) {
+    fn push(&self, marks: &mut Marks<D>, mark: Mark) {
         marks.push(mark);
         self.stats.unflushed_marks.store(marks.unflushed() as u64, Relaxed);
     }
 
-    fn account(&self, done: Flushed<Mark, (u64, Vec<(i64, AttemptOutcome)>)>, marks: &Marks) {
+    fn account(&self, done: Flushed<Mark, (u64, Vec<(i64, AttemptOutcome)>)>, marks: &Marks<D>) {
         marks::account(done, self.stats);
         self.stats.unflushed_marks.store(marks.unflushed() as u64, Relaxed);
     }
