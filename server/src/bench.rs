@@ -94,10 +94,10 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_values_t = [16, 64])]
         clients: Vec<usize>,
         /// Seconds each run lasts.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 4)]
         secs: u64,
         /// Rounds per client count; each ratio printed is the rounds' median.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
     /// Outbox list and count queries on a large `outbox` table.

@@ -2,7 +2,8 @@
 //!
 //! The service's own transaction (insert a business row and an outbox row, commit) run by
 //! `clients` concurrent writers, each on its own connection, for `secs` seconds per run, on
-//! three outbox tables of one throwaway database, in alternating order round after round:
+//! three outbox tables of one throwaway database, in alternating order round after round,
+//! each run right after a `CHECKPOINT`:
 //! - `installed`: `revenant.outbox` exactly as the migrations (and `revenant outbox install`)
 //!   leave it, which is what a service writes;
 //! - `plain`: a copy with the same columns, defaults, constraints and indexes and no trigger;
@@ -70,6 +71,9 @@ async fn measure(scratch: &Scratch, clients: &[usize], secs: u64, rounds: usize)
             // Each round starts with the next variant, so none always runs first.
             for k in 0..VARIANTS.len() {
                 let v = (round + k) % VARIANTS.len();
+                // Every run starts right after a checkpoint, so each pays the same full-page
+                // writes and none is hit by one that a run before it triggered.
+                sqlx::query("CHECKPOINT").execute(&scratch.pool).await?;
                 rates[v] = run_writers(&writers, VARIANTS[v].1, n, Duration::from_secs(secs)).await?;
             }
             println!(
