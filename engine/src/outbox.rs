@@ -17,6 +17,7 @@ pub mod backoff;
 mod driver;
 mod heartbeat;
 pub mod install;
+pub mod logical;
 mod mapped;
 pub mod marks;
 pub mod message;

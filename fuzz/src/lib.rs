@@ -16,6 +16,11 @@ pub mod dead_letter {
 
 pub use dead_letter::{headers, unreadable};
 
+/// The commit stream's message reader (engine/src/outbox/logical/pgoutput.rs; it names only
+/// `thiserror`).
+#[path = "../../engine/src/outbox/logical/pgoutput.rs"]
+pub mod pgoutput;
+
 use amq_protocol::frame::{AMQPFrame, parse_frame};
 use amq_protocol_types::{
     AMQPValue, FieldTable,
@@ -44,6 +49,17 @@ pub fn frame(data: &[u8]) {
 pub fn field_table(data: &[u8]) {
     if let Ok((_, table)) = parse_field_table(data) {
         check_table(&table);
+    }
+}
+
+/// `pgoutput`: any bytes as one message of the commit stream (what a relay reads from its
+/// replication slot): an error naming where, or a message no larger than its input.
+pub fn pgoutput(data: &[u8]) {
+    match pgoutput::decode(data) {
+        Err(e) => assert!(e.at <= data.len() && e.len == data.len(), "error position out of the input: {e}"),
+        Ok(pgoutput::Message::Insert { tuple, .. }) => assert!(tuple.len() <= data.len(), "more columns than bytes"),
+        Ok(pgoutput::Message::Relation(r)) => assert!(r.columns.len() * 10 <= data.len(), "more columns than bytes"),
+        Ok(_) => {}
     }
 }
 

@@ -23,6 +23,7 @@ mod ingest_corpus;
 mod ingest_hostile;
 mod ingest_watch;
 mod list_body_search;
+mod logical;
 mod pass_through;
 mod previous_page;
 mod relay;
