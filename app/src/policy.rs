@@ -45,6 +45,8 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("outbox/act", AtLeast(Operator)),
     ("outbox/freeze", AtLeast(Operator)),
     ("outbox/execute", AtLeast(Operator)),
+    ("outbox/slots", AtLeast(Viewer)),
+    ("outbox/slot-drop", AtLeast(Admin)),
     ("dead-letters/queues", AtLeast(Viewer)),
     ("dead-letters/list", AtLeast(Viewer)),
     ("dead-letters/discovered", AtLeast(Viewer)),

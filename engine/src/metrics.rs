@@ -48,6 +48,15 @@ pub struct SourceMetrics {
     pub up: bool,
 }
 
+/// A logical replication slot of a source's database (`outbox::logical::slots`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SlotMetrics {
+    pub slot: String,
+    pub retained_bytes: i64,
+    /// Whether a session reads it now.
+    pub active: bool,
+}
+
 /// Replay counters of this process: `replay::stats::ReplayStats::snapshot()`.
 pub type ReplayCounters = crate::replay::stats::ReplayCounts;
 
@@ -56,6 +65,7 @@ pub type ReplayCounters = crate::replay::stats::ReplayCounts;
 pub struct MetricsInput {
     pub queues: Vec<QueueMetrics>,
     pub sources: Vec<SourceMetrics>,
+    pub slots: Vec<SlotMetrics>,
     pub alerts: StateCounts,
 }
 
@@ -101,7 +111,23 @@ pub async fn collect(pool: &PgPool, sources: &[Source]) -> Result<MetricsInput, 
             }
         });
     }
-    Ok(MetricsInput { queues, sources: out, alerts: alerts::state_counts(pool).await? })
+    let mut slots: Vec<SlotMetrics> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for src in sources {
+        match crate::outbox::logical::slots::list(&src.pool).await {
+            Ok(list) => {
+                slots.extend(list.into_iter().filter(|s| seen.insert((s.database.clone(), s.name.clone()))).map(|s| {
+                    SlotMetrics {
+                        slot: s.name,
+                        retained_bytes: s.retained_bytes.unwrap_or(0),
+                        active: s.active_pid.is_some(),
+                    }
+                }))
+            }
+            Err(e) => tracing::warn!(source = %src.name, error = %e, "metrics: cannot list replication slots"),
+        }
+    }
+    Ok(MetricsInput { queues, sources: out, slots, alerts: alerts::state_counts(pool).await? })
 }
 
 /// A family's samples, `(label value, value)`; the label name is the family's.
@@ -255,6 +281,22 @@ impl Collector for Scrape {
             "Age of the oldest pending outbox row; 0 when none is pending.",
             "source",
             per_source(|s| s.oldest_pending_age_secs.unwrap_or(0.0)),
+        )?;
+
+        let slots = &self.input.slots;
+        gauge(
+            &mut e,
+            "replication_slot_retained_wal_bytes",
+            "Write-ahead log a logical replication slot of a source's database holds back (pg_current_wal_lsn() - restart_lsn).",
+            "slot",
+            slots.iter().map(|s| (s.slot.as_str(), s.retained_bytes as f64)).collect(),
+        )?;
+        gauge(
+            &mut e,
+            "replication_slot_active",
+            "1 when a session reads the slot; a slot nobody reads keeps WAL until the disk is full.",
+            "slot",
+            slots.iter().map(|s| (s.slot.as_str(), flag(s.active))).collect(),
         )?;
 
         if let Some(r) = &self.relay {

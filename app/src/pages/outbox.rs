@@ -3,6 +3,7 @@
 pub mod api;
 mod bulk;
 pub mod detail;
+pub mod slots;
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -84,6 +85,12 @@ pub fn OutboxPage() -> impl IntoView {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(list) => view! { <SourceCards list selected=query.get_untracked().source /> }.into_any(),
                 }
+            })}
+        </Suspense>
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let is_admin = matches!(caller.await, Ok(Some(ref c)) if c.is_admin());
+                view! { <slots::Slots is_admin /> }
             })}
         </Suspense>
         {move || {

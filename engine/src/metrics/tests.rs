@@ -102,6 +102,7 @@ fn input() -> MetricsInput {
             },
             SourceMetrics { source: "legacy".into(), up: false, ..SourceMetrics::default() },
         ],
+        slots: vec![SlotMetrics { slot: "debezium_orders".into(), retained_bytes: 52_428_800, active: false }],
         alerts: StateCounts { ok: 3, pending: 0, firing: 1, resolved: 2 },
     }
 }
@@ -133,6 +134,9 @@ fn every_line_parses_and_every_family_has_help_and_type() {
     let samples = parse(&text);
     assert_eq!(text.matches("# HELP ").count(), text.matches("# TYPE ").count());
     assert_eq!(value(&samples, "revenant_dlq_awaiting_triage", Some(("queue", "orders.dlq"))), Some(12.0));
+    let slot = Some(("slot", "debezium_orders"));
+    assert_eq!(value(&samples, "revenant_replication_slot_retained_wal_bytes", slot), Some(52_428_800.0));
+    assert_eq!(value(&samples, "revenant_replication_slot_active", slot), Some(0.0));
     assert_eq!(value(&samples, "revenant_dlq_ready_messages", Some(("queue", "orders.dlq"))), Some(3.0));
     assert_eq!(value(&samples, "revenant_outbox_oldest_pending_age_seconds", Some(("source", "revenant"))), Some(42.5));
     assert_eq!(

@@ -4,8 +4,11 @@
 //!
 //! - [`pgoutput`] reads the plugin's messages, trusting nothing in them;
 //! - [`event`] turns an inserted row into the event to publish;
-//! - [`slot`] sets up the publication and the slot, says what is missing, and reports lag.
+//! - [`slot`] sets up the publication and the slot, says what is missing, and reports lag;
+//! - [`slots`] lists every logical slot of a source's database for the console, and drops one
+//!   an admin names (audited).
 
 pub mod event;
 pub mod pgoutput;
 pub mod slot;
+pub mod slots;

@@ -120,3 +120,43 @@ async fn a_slot_of_the_same_name_in_another_database_is_refused_by_name() {
     let err = slot::ensure(&two.pool, &names, "revenant.outbox").await.unwrap_err().to_string();
     assert!(err.contains(&names.slot) && err.contains(&one.name), "{err}");
 }
+
+#[tokio::test]
+async fn an_admin_drops_a_slot_nobody_reads_and_the_audit_log_says_what_it_held_back() {
+    use engine::{
+        audit::Actor,
+        auth::{Principal, Role},
+        outbox::logical::slots::{self, DropError},
+    };
+    let db = fresh_db().await;
+    let names = Names::for_source(&db.name);
+    slot::ensure(&db.pool, &names, "revenant.outbox").await.unwrap();
+    store::enqueue(&db.pool, &NewEvent::new("order.placed", "orders", "order.1", b"{}".to_vec())).await.unwrap();
+    let listed = slots::list(&db.pool).await.unwrap();
+    let ours = listed.iter().find(|s| s.name == names.slot).expect("the slot is listed");
+    assert_eq!(
+        (ours.database.as_str(), ours.plugin.as_deref(), ours.active_pid),
+        (db.name.as_str(), Some("pgoutput"), None)
+    );
+    assert!(ours.retained_bytes.unwrap() > 0);
+
+    let admin = Principal { username: "ada".into(), role: Role::Admin };
+    let actor = Actor { principal: &admin, ip: Some("10.0.0.7") };
+    let freed = slots::drop_audited(&db.pool, &db.pool, "revenant", &names.slot, &actor).await.unwrap();
+    assert_eq!(freed, ours.retained_bytes);
+    assert!(slots::list(&db.pool).await.unwrap().iter().all(|s| s.name != names.slot));
+    let audit = sqlx::query!(
+        "SELECT actor, action, target, (detail->>'retained_bytes')::bigint AS retained FROM audit_log WHERE action = 'outbox.slot_drop'"
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (audit.actor.as_str(), audit.target.as_deref()),
+        ("ada", Some(format!("outbox source revenant slot {}", names.slot).as_str()))
+    );
+    assert_eq!(audit.retained, ours.retained_bytes);
+
+    let again = slots::drop_audited(&db.pool, &db.pool, "revenant", &names.slot, &actor).await.unwrap_err();
+    assert!(matches!(again, DropError::NotFound(_)), "{again}");
+}
