@@ -20,6 +20,9 @@ words! {
         /// Seconds RabbitMQ has been blocking a role's publishing (a memory or disk alarm),
         /// from the relay and replay heartbeats; 0 when nothing is blocked.
         PublishersBlocked = "publishers_blocked",
+        /// MiB of write-ahead log the most retaining logical replication slot of an outbox
+        /// source's database holds back (a slot nobody reads fills the disk).
+        SlotRetainedMb = "slot_retained_mb",
     }
 }
 
@@ -43,13 +46,16 @@ impl RuleKind {
             RuleKind::NewFailureGroup => "new failure groups",
             RuleKind::TopologyCritical => "failing checks on critical queues",
             RuleKind::PublishersBlocked => "seconds publishers blocked",
+            RuleKind::SlotRetainedMb => "WAL held back by a replication slot (MiB)",
         }
     }
 
     pub fn target(self) -> Option<TargetKind> {
         match self {
             RuleKind::DlqDepth | RuleKind::DlqAwaiting | RuleKind::DlqNew => Some(TargetKind::Queue),
-            RuleKind::OutboxOldestAge | RuleKind::OutboxStuck | RuleKind::OutboxFailed => Some(TargetKind::Source),
+            RuleKind::OutboxOldestAge | RuleKind::OutboxStuck | RuleKind::OutboxFailed | RuleKind::SlotRetainedMb => {
+                Some(TargetKind::Source)
+            }
             RuleKind::NewFailureGroup | RuleKind::TopologyCritical | RuleKind::PublishersBlocked => None,
         }
     }

@@ -121,6 +121,8 @@ pub fn alert_cause(kind: RuleKind, target: Option<&str>, group_id: Option<i64>) 
         RuleKind::TopologyCritical => format!("/{TOPOLOGY}"),
         // The Overview: the banner names the alarm, the heartbeats who waits.
         RuleKind::PublishersBlocked => "/".to_string(),
+        // The Outbox page lists the source database's slots, and an admin drops one there.
+        RuleKind::SlotRetainedMb => outbox_source(target),
     }
 }
 
@@ -170,6 +172,7 @@ mod tests {
     fn each_kind_links_to_the_page_with_its_cause() {
         assert_eq!(alert_cause(RuleKind::DlqAwaiting, None, None), "/dead-letters/groups");
         assert_eq!(alert_cause(RuleKind::OutboxStuck, Some("billing"), None), "/outbox?source=billing&bucket=stuck");
+        assert_eq!(alert_cause(RuleKind::SlotRetainedMb, Some("billing"), None), "/outbox?source=billing");
         assert_eq!(alert_cause(RuleKind::NewFailureGroup, None, Some(42)), "/dead-letters?group=42&status=all");
         assert_eq!(alert_cause(RuleKind::TopologyCritical, None, None), "/topology");
         assert_eq!(absolute(Some("https://r.example/"), "/outbox?source=a"), "https://r.example/outbox?source=a");

@@ -103,6 +103,11 @@ pub async fn measure(
         }
         RuleKind::OutboxStuck => count(source()?, Bucket::Stuck).await,
         RuleKind::OutboxFailed => count(source()?, Bucket::Failed).await,
+        RuleKind::SlotRetainedMb => {
+            let slots = crate::outbox::logical::slots::list(&source()?.pool).await?;
+            let most = slots.iter().filter_map(|s| s.retained_bytes).max().unwrap_or(0);
+            Ok(Measurement::of(most as f64 / 1_048_576.0))
+        }
         RuleKind::PublishersBlocked => {
             // The longest current block of any role, from heartbeats of the last 30 s.
             let longest = crate::heartbeats::blocked(own).await?.first().map(|b| chrono::Utc::now() - b.since);

@@ -425,6 +425,48 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
     assert_eq!(tick(&db.pool, &sources, &cfg()).await.0, 2);
 }
 
+#[tokio::test]
+async fn a_slot_retained_rule_fires_while_a_slot_nobody_reads_holds_back_wal_and_resolves_when_it_is_dropped() {
+    use engine::outbox::logical::slot::{self, Names};
+    let db = fresh_db().await;
+    let src = Source {
+        name: "revenant".into(),
+        pool: db.pool.clone(),
+        cols: Cols::native(),
+        stuck_after: Duration::from_secs(600),
+        stuck_attempts: 3,
+        relay: false,
+        poll: std::time::Duration::from_millis(250),
+    };
+    let rx = Receiver::start(&[]).await;
+    // Warn above 1 MiB held back, critical above 64, recovered at 0.
+    let r =
+        alerts::create(&db.pool, &op(), &ip(), &rule("wal", "slot_retained_mb", "revenant", "1", "64", "0", &rx.url))
+            .await
+            .unwrap();
+    let sources = [src];
+    tick(&db.pool, &sources, &cfg()).await;
+    assert_eq!(state(&db.pool, r.id).await.0, AlertState::Ok, "no slot, nothing held back");
+    let names = Names::for_source(&db.name);
+    slot::ensure(&db.pool, &names, "revenant.outbox").await.unwrap();
+    // A few MiB of WAL written after the slot's position (a 2 MiB payload, not compressible).
+    sqlx::query!(
+        r#"INSERT INTO outbox (event_type, routing_key, payload)
+           SELECT 'bulk', 'bulk', decode(string_agg(md5(g::text), ''), 'hex') FROM generate_series(1, 131072) g"#
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    tick(&db.pool, &sources, &cfg()).await;
+    let (st, sev, value) = state(&db.pool, r.id).await;
+    assert_eq!((st, sev), (AlertState::Firing, Some(Severity::Warning)), "{value:?}");
+    assert!(value.unwrap() > 1.0, "{value:?}");
+    assert_eq!(rx.bodies()[0]["link"], "http://revenant.example/outbox?source=revenant");
+    slot::drop_slot(&db.pool, &names.slot).await.unwrap();
+    tick(&db.pool, &sources, &cfg()).await;
+    assert_eq!(state(&db.pool, r.id).await, (AlertState::Resolved, None, Some(0.0)));
+}
+
 /// The heartbeat a relay writes while RabbitMQ blocks it (as `outbox::heartbeat` does).
 async fn blocked_heartbeat(pool: &PgPool, since_secs: i64) {
     let since = chrono::Utc::now() - chrono::Duration::seconds(since_secs);
