@@ -16,9 +16,13 @@ test("an abandoned replication slot shows what it holds back, and an admin drops
       sql(`SELECT pg_switch_wal()`);
     }
 
-    // A viewer sees it and what it costs, with nothing to press.
+    // A viewer sees it on the Overview, and on the Outbox page what it costs, with nothing to press.
     await signIn(page, "viewer");
-    await page.goto("/outbox");
+    await page.goto("/");
+    await expect(page.getByTestId("overview-slots")).toContainText(`Replication slot ${SLOT} (revenant): nobody reads it`);
+    await shot(page, "slots-overview");
+    await page.getByTestId("overview-slots").getByRole("link").click();
+    await expect(page).toHaveURL(/\/outbox\?source=revenant/);
     const row = page.getByTestId("replication-slots").locator(`[data-slot="${SLOT}"]`);
     await expect(row.getByTestId("slot-state")).toHaveText("nobody reads it: it is filling the disk");
     await expect(row.getByTestId("slot-retained")).toContainText("MiB");

@@ -1,5 +1,5 @@
 //! Overview: what an on-call engineer checks first — what is firing, each outbox source's
-//! oldest pending age, each DLQ's depth, the newest failure groups awaiting triage, the roles'
+//! oldest pending age, a replication slot nobody reads, each DLQ's depth, the newest failure groups awaiting triage, the roles'
 //! heartbeats, and the two engines' health.
 //! Refreshed every 5 seconds in the browser.
 
@@ -9,7 +9,10 @@ use crate::pages::dead_letters::{
     QueueCards,
     api::{dl_groups, dl_queues},
 };
-use crate::pages::outbox::api::outbox_health;
+use crate::pages::outbox::{
+    api::outbox_health,
+    slots::{AbandonedSlots, outbox_slots},
+};
 use leptos::prelude::*;
 
 pub mod api;
@@ -20,6 +23,7 @@ pub fn OverviewPage() -> impl IntoView {
     let tick = crate::widgets::use_tick(std::time::Duration::from_secs(5));
     let deps = Resource::new(move || tick.get(), |_| dependency_status());
     let outbox = Resource::new(move || tick.get(), |_| outbox_health());
+    let slots = Resource::new(move || tick.get(), |_| outbox_slots());
     let dlqs = Resource::new(move || tick.get(), |_| dl_queues());
     let beats = Resource::new(move || tick.get(), |_| heartbeats());
     let groups = Resource::new(move || tick.get(), |_| dl_groups(None, None, true));
@@ -50,6 +54,14 @@ pub fn OverviewPage() -> impl IntoView {
                             }).collect_view()}
                         </div>
                     }.into_any(),
+                }
+            })}
+        </Transition>
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match slots.await {
+                    Err(e) => view! { <ErrorBox err=e /> }.into_any(),
+                    Ok(slots) => view! { <AbandonedSlots slots /> }.into_any(),
                 }
             })}
         </Transition>

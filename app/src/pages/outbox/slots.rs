@@ -153,3 +153,26 @@ fn DropForm(source: String, name: String, reading: bool, dropped: ServerAction<O
         </form>
     }
 }
+
+/// The Overview's line per slot nobody reads that holds back more than [`ABANDONED_BYTES`]:
+/// nothing when there is none.
+#[component]
+pub fn AbandonedSlots(slots: Vec<SlotView>) -> impl IntoView {
+    let abandoned: Vec<SlotView> = slots.into_iter().filter(SlotView::abandoned).collect();
+    (!abandoned.is_empty()).then(|| {
+        view! {
+            <div class="card border-red-400 px-3 py-2 mt-3 text-sm" data-testid="overview-slots">
+                {abandoned.into_iter().map(|s| view! {
+                    <div>
+                        <a class="underline" href=types::routes::outbox_source(&s.source)>
+                            "Replication slot "<span class="font-mono">{s.name.clone()}</span>" ("{s.source.clone()}")"
+                        </a>
+                        ": nobody reads it; it holds back "
+                        <b class="text-red-600">{format::bytes(s.retained_bytes)}</b>
+                        " of write-ahead log, growing until the disk is full."
+                    </div>
+                }).collect_view()}
+            </div>
+        }
+    })
+}
