@@ -70,6 +70,19 @@ fn rule(name: &str, kind: &str, target: &str, warn: &str, crit: &str, recover: &
     }
 }
 
+/// Revenant's own outbox on `pool` as an alert rule's source (stuck after 10 minutes).
+fn own_outbox(pool: &PgPool) -> Source {
+    Source {
+        name: "revenant".into(),
+        pool: pool.clone(),
+        cols: Cols::native(),
+        stuck_after: Duration::from_secs(600),
+        stuck_attempts: 3,
+        relay: false,
+        poll: std::time::Duration::from_millis(250),
+    }
+}
+
 /// One evaluator tick: evaluate what is due, then send what is due.
 async fn tick(pool: &PgPool, sources: &[Source], cfg: &AlertSettings) -> (usize, usize) {
     let http = webhook::client(cfg).unwrap();
@@ -381,15 +394,7 @@ async fn rule_changes_are_audited_with_the_webhook_host_only_and_names_are_uniqu
 #[tokio::test]
 async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows() {
     let db = fresh_db().await;
-    let src = Source {
-        name: "revenant".into(),
-        pool: db.pool.clone(),
-        cols: Cols::native(),
-        stuck_after: Duration::from_secs(600),
-        stuck_attempts: 3,
-        relay: false,
-        poll: std::time::Duration::from_millis(250),
-    };
+    let src = own_outbox(&db.pool);
     let rx = Receiver::start(&[]).await;
     let r = alerts::create(
         &db.pool,
@@ -429,15 +434,7 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
 async fn a_slot_retained_rule_fires_while_a_slot_nobody_reads_holds_back_wal_and_resolves_when_it_is_dropped() {
     use engine::outbox::logical::slot::{self, Names};
     let db = fresh_db().await;
-    let src = Source {
-        name: "revenant".into(),
-        pool: db.pool.clone(),
-        cols: Cols::native(),
-        stuck_after: Duration::from_secs(600),
-        stuck_attempts: 3,
-        relay: false,
-        poll: std::time::Duration::from_millis(250),
-    };
+    let src = own_outbox(&db.pool);
     let rx = Receiver::start(&[]).await;
     // Warn above 1 MiB held back, critical above 64, recovered at 0.
     let r =
