@@ -7,6 +7,7 @@
 
 pub mod flusher;
 pub mod lanes;
+pub mod returned;
 
 pub use flusher::{Flushed, Flusher, MarkWriter, duplicate_bound};
 pub use lanes::{Confirm, DEFAULT_CHANNELS, Lanes, PublishError, Published};

@@ -11,7 +11,10 @@
 //! - every publish is `mandatory` (an unroutable message comes back and is a refusal, never a
 //!   silent drop); handing it to the client and awaiting its confirm are both bounded by the
 //!   confirm timeout of unblocked time ([`within`]), and the confirm future reports how long it
-//!   took. [`crate::amqp::confirm::settle`] turns what it hands back into the outcome.
+//!   took. [`crate::amqp::confirm::settle`] turns what it hands back into the outcome;
+//! - each channel's confirms pass through its [`returned`](super::returned) task, which gives a
+//!   returned message to the publish it names (lapin alone can hand it to another publish of
+//!   the same multiple ack).
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -27,6 +30,9 @@ use lapin::{
     types::ShortString,
 };
 
+use tokio::sync::mpsc;
+
+use super::returned::{self, Entry};
 use crate::amqp::{
     blocked::{BlockState, within},
     confirm::{Awaited, Exchanges},
@@ -72,6 +78,8 @@ impl std::error::Error for PublishError {}
 pub struct Lanes<'a> {
     conn: &'a Connection,
     channels: Vec<Channel>,
+    /// Each channel's confirm task ([`returned`]), by the same index.
+    confirms: Vec<mpsc::UnboundedSender<Entry>>,
     next: usize,
     exchanges: Exchanges,
     blocks: Arc<BlockState>,
@@ -92,7 +100,8 @@ impl<'a> Lanes<'a> {
             ch.confirm_select(ConfirmSelectOptions::default()).await.context("cannot enable publisher confirms")?;
             list.push(ch);
         }
-        Ok(Lanes { conn, channels: list, next: 0, exchanges: Exchanges::default(), blocks, timeout })
+        let confirms = list.iter().map(|c| returned::spawn(c.clone())).collect();
+        Ok(Lanes { conn, channels: list, confirms, next: 0, exchanges: Exchanges::default(), blocks, timeout })
     }
 
     pub fn len(&self) -> usize {
@@ -108,10 +117,10 @@ impl<'a> Lanes<'a> {
         self.channels.iter().all(|c| c.status().connected())
     }
 
-    /// The channel for `key` (always the same one), or the next in turn.
-    fn pick(&mut self, key: Option<&[u8]>) -> &Channel {
+    /// The index of the channel for `key` (always the same one), or of the next in turn.
+    fn pick(&mut self, key: Option<&[u8]>) -> usize {
         let n = self.channels.len();
-        let i = match key {
+        match key {
             Some(k) if n > 1 => {
                 let mut h = DefaultHasher::new();
                 k.hash(&mut h);
@@ -121,8 +130,7 @@ impl<'a> Lanes<'a> {
                 self.next = (self.next + 1) % n;
                 self.next
             }
-        };
-        &self.channels[i]
+        }
     }
 
     /// Publishes one message, `mandatory`. `Err` when the lanes are unusable.
@@ -146,15 +154,23 @@ impl<'a> Lanes<'a> {
         }
         let options = BasicPublishOptions { mandatory: true, immediate: false };
         let (blocks, timeout) = (self.blocks.clone(), self.timeout);
-        let publish = self.pick(key).basic_publish(exchange, routing_key, options, body, props);
+        let i = self.pick(key);
+        let (entry_props, publish) =
+            (props.clone(), self.channels[i].basic_publish(exchange, routing_key, options, body, props));
         let confirm = match within(&blocks, timeout, publish).await {
             Ok(Ok(confirm)) => confirm,
             Ok(Err(e)) => return Err(PublishError::Lost(e.into())),
             Err(_) => return Err(PublishError::Stuck),
         };
         let started = Instant::now();
+        let bounded: BoxFuture<'static, Awaited> = Box::pin(async move { within(&blocks, timeout, confirm).await });
+        let (entry, outcome) = Entry::new(&entry_props, bounded);
+        if let Err(e) = self.confirms[i].send(entry) {
+            // The task is gone (it panicked): await the confirm here, as lapin hands it back.
+            return Ok(Published::Sent(Box::pin(async move { (tag, e.0.confirm.await, started.elapsed()) })));
+        }
         Ok(Published::Sent(Box::pin(async move {
-            let res = within(&blocks, timeout, confirm).await;
+            let res = outcome.await.unwrap_or_else(|_| returned::no_answer());
             (tag, res, started.elapsed())
         })))
     }
@@ -162,6 +178,7 @@ impl<'a> Lanes<'a> {
     /// Closes the channels and the probe channel.
     pub async fn close(&mut self, why: &str) {
         self.exchanges.close().await;
+        self.confirms.clear();
         for ch in self.channels.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), ch.close(200, why.into())).await;
         }

@@ -26,6 +26,7 @@ mod list_body_search;
 mod logical;
 mod pass_through;
 mod previous_page;
+mod publish_returns;
 mod relay;
 mod relay_mapped;
 mod relay_unconfirmed;
