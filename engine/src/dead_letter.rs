@@ -30,6 +30,7 @@ pub mod fingerprint;
 pub mod headers;
 pub mod inflow;
 pub mod ingest;
+pub mod kind;
 pub mod model;
 pub mod queue_health;
 pub mod reason;

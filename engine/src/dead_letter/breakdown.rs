@@ -32,10 +32,7 @@ const VERSION_HEADERS: [&str; 8] = [
 
 /// What the body is. `whole` is false when `head` is only the first [`HEAD`] bytes.
 pub fn shape(head: &[u8], whole: bool, content_encoding: Option<&str>) -> BodyShape {
-    let encoded = content_encoding
-        .map(|e| e.trim().to_ascii_lowercase())
-        .is_some_and(|e| ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "bzip2", "xz"].contains(&e.as_str()));
-    if encoded || compressed_magic(head) {
+    if compressed(head, content_encoding) {
         return BodyShape::Compressed;
     }
     let text = match std::str::from_utf8(head) {
@@ -51,6 +48,14 @@ pub fn shape(head: &[u8], whole: bool, content_encoding: Option<&str>) -> BodySh
     let opens_like_json = t.starts_with('{') || t.starts_with('[');
     let json = if whole { opens_like_json && serde_json::from_str::<Value>(text).is_ok() } else { opens_like_json };
     if json { BodyShape::Json } else { BodyShape::Text }
+}
+
+/// Whether a `content_encoding` says the body is compressed, or its first bytes do.
+pub fn compressed(head: &[u8], content_encoding: Option<&str>) -> bool {
+    let encoded = content_encoding
+        .map(|e| e.trim().to_ascii_lowercase())
+        .is_some_and(|e| ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "bzip2", "xz"].contains(&e.as_str()));
+    encoded || compressed_magic(head)
 }
 
 fn compressed_magic(b: &[u8]) -> bool {

@@ -196,6 +196,10 @@ pub struct FailureGroup {
     pub reason: String,
     pub error_type: Option<String>,
     pub error_sample: Option<String>,
+    /// The AMQP `type` its messages carry, when they do (part of the group key).
+    pub msg_type: Option<String>,
+    /// Their body shape, when it is part of the group key (no error known).
+    pub body_shape: Option<String>,
     pub first_seen: DateTime<Utc>,
     pub last_seen: DateTime<Utc>,
     /// Messages ever grouped here.

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use lapin::{BasicProperties, message::Delivery};
 use sha2::{Digest, Sha256};
 
-use super::{conventions, fingerprint, headers, reason, x_death};
+use super::{conventions, fingerprint, headers, kind, reason, x_death};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Received {
@@ -37,7 +37,11 @@ pub struct Derived {
     pub first_death_at: Option<DateTime<Utc>>,
     pub error_type: Option<String>,
     pub error_message: Option<String>,
+    /// The failure group's key: the failure fingerprint extended with the message's kind
+    /// (see `kind`).
     pub fingerprint: String,
+    /// What the body is (see `kind::body_shape`).
+    pub body_shape: String,
     /// The failure-header convention the headers follow (`Convention::as_str`), whether or
     /// not the message also has `x-death`.
     pub convention: Option<&'static str>,
@@ -86,12 +90,20 @@ impl Received {
                     )
                 }
             };
-        let fingerprint = fingerprint::fingerprint(
+        let base = fingerprint::fingerprint(
             original_queue.as_deref().or(Some(self.queue.as_str())),
             reason,
             app.error_type.as_deref(),
             app.message.as_deref(),
         );
+        // As stored (PostgreSQL text holds no NUL), so migration 0024's SQL gives the same key.
+        let stored = |v: &str| v.replace('\0', "\u{FFFD}");
+        let msg_type = self.properties.kind().as_ref().map(|t| stored(t.as_str()));
+        let body_shape =
+            stored(&kind::body_shape(&self.body, self.properties.content_encoding().as_ref().map(|e| e.as_str())));
+        let shape =
+            kind::shape_counts(app.error_type.as_deref(), app.message.as_deref()).then_some(body_shape.as_str());
+        let fingerprint = kind::fingerprint(base, msg_type.as_deref(), shape);
         Derived {
             reason,
             original_queue,
@@ -102,6 +114,7 @@ impl Received {
             error_type: app.error_type,
             error_message: app.message,
             fingerprint,
+            body_shape,
             convention,
         }
     }

@@ -302,8 +302,8 @@ pub struct GroupFilter {
 pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Result<Vec<FailureGroup>, StoreError> {
     // Runtime-checked: the WHERE clause depends on which filters are given.
     let mut q = QueryBuilder::<Postgres>::new(
-        "SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.first_seen,
-            g.last_seen, g.count, g.awaiting
+        "SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.msg_type,
+            g.body_shape, g.first_seen, g.last_seen, g.count, g.awaiting
          FROM failure_groups g
          WHERE true",
     );
@@ -331,8 +331,8 @@ pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Res
 pub async fn group(db: &PgPool, id: i64, samples: i64) -> Result<Option<GroupDetail>, StoreError> {
     let Some(group) = sqlx::query_as!(
         FailureGroup,
-        r#"SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.first_seen,
-              g.last_seen, g.count, g.awaiting
+        r#"SELECT g.id, g.fingerprint, g.original_queue, g.reason, g.error_type, g.error_sample, g.msg_type,
+              g.body_shape, g.first_seen, g.last_seen, g.count, g.awaiting
            FROM failure_groups g WHERE g.id = $1"#,
         id
     )

@@ -55,6 +55,11 @@ pub struct NewDeadLetter {
     error_type: Option<String>,
     error_message: Option<String>,
     fingerprint: String,
+    /// What the body is (`kind::body_shape`).
+    body_shape: String,
+    /// The kind its group is keyed by: the `type`, and the body shape when no error is known.
+    group_type: Option<String>,
+    group_shape: Option<String>,
     /// The failure-header convention recognised (`conventions::Convention::as_str`).
     convention: Option<&'static str>,
     /// The queue its failure group is named after (the original one when known).
@@ -131,6 +136,10 @@ impl NewDeadLetter {
             error_type: o(&d.error_type),
             error_message: o(&d.error_message),
             fingerprint: d.fingerprint,
+            group_type: s(p.kind()),
+            group_shape: super::kind::shape_counts(d.error_type.as_deref(), d.error_message.as_deref())
+                .then(|| d.body_shape.clone()),
+            body_shape: d.body_shape,
             convention: d.convention,
             queue: pg_text(&r.queue),
             unreadable,
@@ -200,6 +209,9 @@ impl NewDeadLetter {
             error_type: None,
             error_message: None,
             fingerprint: super::fingerprint::fingerprint(Some(&self.queue), "unreadable", None, None),
+            body_shape: self.body_shape.clone(),
+            group_type: None,
+            group_shape: None,
             convention: None,
             group_queue: self.queue.clone(),
             replay_origin: None,
@@ -228,17 +240,20 @@ async fn upsert_groups(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Resul
     // batches of one group (`ingest.commits` > 1) insert their rows at the same time and
     // queue up only for that update.
     sqlx::query!(
-        "INSERT INTO failure_groups (fingerprint, original_queue, reason, error_type, error_sample, count)
-         SELECT fingerprint, original_queue, reason, error_type, error_sample, 0
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-              AS g (fingerprint, original_queue, reason, error_type, error_sample)
+        "INSERT INTO failure_groups (fingerprint, original_queue, reason, error_type, error_sample, msg_type,
+                                     body_shape, count)
+         SELECT fingerprint, original_queue, reason, error_type, error_sample, msg_type, body_shape, 0
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+              AS g (fingerprint, original_queue, reason, error_type, error_sample, msg_type, body_shape)
          ORDER BY fingerprint
          ON CONFLICT ON CONSTRAINT failure_groups_fingerprint_key DO NOTHING",
         &fingerprints,
         &first.iter().map(|r| r.group_queue.clone()).collect::<Vec<_>>(),
         &first.iter().map(|r| r.reason).collect::<Vec<_>>() as &[&str],
         &col(|r| r.error_type.clone()) as &[Option<String>],
-        &col(|r| r.error_message.clone()) as &[Option<String>]
+        &col(|r| r.error_message.clone()) as &[Option<String>],
+        &col(|r| r.group_type.clone()) as &[Option<String>],
+        &col(|r| r.group_shape.clone()) as &[Option<String>]
     )
     .execute(&mut *conn)
     .await?;
@@ -269,24 +284,25 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
                 $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::smallint[],
                 $13::smallint[], $14::text[], $15::text[], $16::jsonb[], $17::bytea[], $18::text[], $19::text[],
                 $20::text[], $21::text[], $22::text[], $23::jsonb[], $24::bigint[], $25::timestamptz[],
-                $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bigint[], $32::text[], $33::text[])
+                $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bigint[], $32::text[], $33::text[], $34::text[])
                 WITH ORDINALITY AS r (queue, natural_key, message_id, correlation_id, content_type,
                 content_encoding, amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority,
                 expiration, reply_to, headers, body, exchange, routing_key, reason, original_queue,
                 original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
-                fingerprint, group_id, replay_plan, replay_of, convention, unreadable, n)
+                fingerprint, group_id, replay_plan, replay_of, convention, unreadable, body_shape, n)
          ), ins AS (
             INSERT INTO dead_letters (queue, natural_key, message_id, correlation_id, content_type,
                 content_encoding, amqp_timestamp, app_id, msg_type, user_id, cluster_id, delivery_mode, priority,
                 expiration, reply_to, headers, body, body_size, exchange, routing_key, reason, original_queue,
                 original_exchange, original_routing_keys, death_count, first_death_at, error_type, error_message,
-                fingerprint, group_id, replay_of, convention, unreadable)
+                fingerprint, group_id, replay_of, convention, unreadable, body_shape)
             SELECT r.queue, r.natural_key, r.message_id, r.correlation_id, r.content_type, r.content_encoding,
                 r.amqp_timestamp, r.app_id, r.msg_type, r.user_id, r.cluster_id, r.delivery_mode, r.priority,
                 r.expiration, r.reply_to, r.headers, r.body, octet_length(r.body), r.exchange, r.routing_key,
                 r.reason, r.original_queue, r.original_exchange,
                 ARRAY(SELECT jsonb_array_elements_text(r.original_routing_keys)), r.death_count, r.first_death_at,
-                r.error_type, r.error_message, r.fingerprint, r.group_id, i.dead_letter_id, r.convention, r.unreadable
+                r.error_type, r.error_message, r.fingerprint, r.group_id, i.dead_letter_id, r.convention, r.unreadable,
+                r.body_shape
             FROM r
             -- A replay that died again names the replay item that sent it: link the new dead
             -- letter to the one replayed (lineage), only when that item exists here.
@@ -329,7 +345,8 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewDeadLetter]) -> Result<V
         &rows.iter().map(|r| r.replay_origin.map(|(plan, _)| plan)).collect::<Vec<_>>() as &[Option<i64>],
         &rows.iter().map(|r| r.replay_origin.map(|(_, of)| of)).collect::<Vec<_>>() as &[Option<i64>],
         &rows.iter().map(|r| r.convention).collect::<Vec<_>>() as &[Option<&str>],
-        &opt(|r| r.unreadable.clone()) as &[Option<String>]
+        &opt(|r| r.unreadable.clone()) as &[Option<String>],
+        &text(|r| r.body_shape.clone())
     )
     .fetch_all(&mut *conn)
     .await?;

@@ -99,6 +99,9 @@ pub struct Preview {
     /// Messages of the selection that were replayed before (sent by an earlier plan, or
     /// themselves a replay that died again).
     pub already_replayed: i64,
+    /// The kinds of message in the selection (message type, body shape, count), largest
+    /// first, at most [`super::preview::MAX_KINDS`]: more than one means the set mixes kinds.
+    pub kinds: Vec<(Option<String>, Option<String>, i64)>,
     pub needs_typed_confirmation: bool,
     /// Why the broker checks are missing, when they are.
     pub broker_error: Option<String>,

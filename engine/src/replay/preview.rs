@@ -18,6 +18,8 @@ use super::{
 
 /// Destinations listed (and checked on the broker) per preview.
 pub const MAX_TARGETS: i64 = 20;
+/// Kinds of message (type and body shape) listed per preview.
+pub const MAX_KINDS: i64 = 6;
 const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Target) -> Result<Preview, ReplayError> {
@@ -58,6 +60,12 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
            GROUP BY origin_queue ORDER BY count(*) DESC, origin_queue LIMIT 5",
     );
     let origin_queues: Vec<String> = q.build_query_scalar().fetch_all(pool).await?;
+    // Runtime-checked: the selection (ids, group or list filter) and the target shape the SQL.
+    let mut q = QueryBuilder::<Postgres>::new("WITH s AS (");
+    selection::push_resolved(&mut q, sel, target, &Order::None);
+    q.push(") SELECT msg_type, body_shape, count(*) FROM s GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT ")
+        .push_bind(MAX_KINDS);
+    let kinds: Vec<(Option<String>, Option<String>, i64)> = q.build_query_as().fetch_all(pool).await?;
     let broker_error = match tokio::time::timeout(BROKER_TIMEOUT, check(amqp_url, &mut targets)).await {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(format!("{e:#}")),
@@ -73,6 +81,7 @@ pub async fn preview(pool: &PgPool, amqp_url: &str, sel: &Selection, target: &Ta
         without_destination,
         origin_queues,
         already_replayed,
+        kinds,
         needs_typed_confirmation: count > TYPED_CONFIRMATION_ABOVE,
         broker_error,
     })

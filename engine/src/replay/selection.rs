@@ -93,7 +93,7 @@ pub(crate) fn push_resolved(q: &mut QueryBuilder<Postgres>, sel: &Selection, tar
         }
     }
     q.push(
-        "d.original_queue AS origin_queue, coalesce(d.first_death_at, d.ingested_at) AS failed_at,
+        "d.original_queue AS origin_queue, d.msg_type, d.body_shape, coalesce(d.first_death_at, d.ingested_at) AS failed_at,
          (d.replay_of IS NOT NULL OR EXISTS (SELECT 1 FROM replay_items ri
             WHERE ri.dead_letter_id = d.id AND ri.status = 'sent')) AS replayed_before
          FROM dead_letters d WHERE d.status = 'awaiting'",

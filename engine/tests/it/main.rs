@@ -16,6 +16,7 @@ mod awaiting_counts;
 mod breakdown;
 mod closed_sets;
 mod demo;
+mod group_kinds;
 mod inflow;
 mod ingest;
 mod ingest_batch;

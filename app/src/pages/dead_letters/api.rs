@@ -88,6 +88,9 @@ pub struct GroupView {
     pub reason: String,
     pub error_type: Option<String>,
     pub error_sample: Option<String>,
+    /// The message type and body shape that are part of its key, when they are.
+    pub msg_type: Option<String>,
+    pub body_shape: Option<String>,
     pub first_seen: chrono::DateTime<chrono::Utc>,
     pub last_seen_secs: i64,
     pub count: i64,

@@ -39,7 +39,7 @@ pub fn GroupsPage() -> impl IntoView {
         })}
         <p class="text-sm mb-3">
             <a class="underline" href="/dead-letters">"← dead letters"</a>
-            " · grouped by original queue, reason, error type and normalised message. "
+            " · grouped by original queue, reason, error type and normalised message, message type and, when no error is known, body shape: two kinds of message are never one group. "
             <a class="underline" href="/dead-letters/groups?all=1">"include groups with nothing awaiting"</a>
         </p>
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
@@ -51,7 +51,7 @@ pub fn GroupsPage() -> impl IntoView {
                         view! {
                             <div class="card overflow-x-auto">
                                 <table class="tbl" data-testid="groups-table">
-                                    <thead><tr><th>"Group"</th><th>"Queue"</th><th>"Reason"</th><th>"Error"</th><th>"Awaiting"</th><th>"Total"</th><th>"Last seen"</th><th>"First seen"</th></tr></thead>
+                                    <thead><tr><th>"Group"</th><th>"Queue"</th><th>"Reason"</th><th>"Error"</th><th>"Kind"</th><th>"Awaiting"</th><th>"Total"</th><th>"Last seen"</th><th>"First seen"</th></tr></thead>
                                     <tbody>
                                         {list.into_iter().map(|g| view! {
                                             <tr data-row="failure-group" tabindex="-1">
@@ -62,6 +62,7 @@ pub fn GroupsPage() -> impl IntoView {
                                                     <b>{g.error_type.unwrap_or_else(|| "no error header".into())}</b>
                                                     <div class="muted">{g.error_sample.map(|s| format::clip(&s, 160))}</div>
                                                 </td>
+                                                <td class="text-xs max-w-xs break-words" data-testid="group-kind">{kind_text(g.msg_type.as_deref(), g.body_shape.as_deref())}</td>
                                                 <td class="text-right tabular-nums font-semibold">
                                                     <a class="underline" href=types::routes::group_awaiting(g.id)>{g.awaiting}</a>
                                                 </td>
@@ -130,6 +131,8 @@ pub fn GroupPage() -> impl IntoView {
                                     <tr><th>"Reason"</th><td><Pill text=g.reason.clone() /></td></tr>
                                     <tr><th>"Error"</th><td class="text-xs break-words"><b>{g.error_type.clone().unwrap_or_else(|| "no error header".into())}</b>
                                         <div class="muted">{g.error_sample.clone()}</div></td></tr>
+                                    <tr><th>"Kind"</th><td class="text-xs break-words" data-testid="group-kind">{kind_text(g.msg_type.as_deref(), g.body_shape.as_deref())}
+                                        <div class="muted">"Messages of another type, or (with no error known) another body shape, are in groups of their own."</div></td></tr>
                                     <tr><th>"Messages"</th><td class="tabular-nums" data-testid="group-counts">{format!("{} awaiting triage of {} ever grouped here", g.awaiting, g.count)}</td></tr>
                                     <tr><th>"First seen"</th><td class="text-xs"><Time at=g.first_seen /></td></tr>
                                     <tr><th>"Last seen"</th><td class="text-xs"><Time at=p.last_seen />{format!(" ({} ago)", format::age_secs(g.last_seen_secs))}</td></tr>
@@ -156,5 +159,16 @@ pub fn GroupPage() -> impl IntoView {
                 }
             })}
         </Suspense>
+    }
+}
+
+/// What kind of message a group holds, in words: its type and body shape, when they are part of
+/// its key.
+fn kind_text(msg_type: Option<&str>, body_shape: Option<&str>) -> String {
+    match (msg_type, body_shape) {
+        (Some(t), Some(b)) => format!("type {t} · body {b}"),
+        (Some(t), None) => format!("type {t}"),
+        (None, Some(b)) => format!("no type · body {b}"),
+        (None, None) => "any (no type; the error tells them apart)".into(),
     }
 }

@@ -54,6 +54,8 @@ pub struct PreviewView {
     pub without_destination: i64,
     pub origin_queues: Vec<String>,
     pub already_replayed: i64,
+    /// Message type, body shape and count of each kind in the set, largest first.
+    pub kinds: Vec<(Option<String>, Option<String>, i64)>,
     pub needs_typed_confirmation: bool,
     pub broker_error: Option<String>,
 }

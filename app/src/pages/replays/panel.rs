@@ -127,6 +127,13 @@ pub fn ReplayPanel(
                         }).collect();
                         view! {
                             <div class="border-t border-slate-200 dark:border-slate-800 pt-2" data-testid="replay-preview">
+                                {(p.kinds.len() > 1).then(|| view! {
+                                    <p class="text-red-700 dark:text-red-400 font-medium" role="alert" data-testid="mixed-kinds">
+                                        {format!("This set mixes {} kinds of message: {}. Replay one kind at a time: narrow the selection to one (its failure group, or a filter) first.",
+                                            if p.kinds.len() as i64 >= MAX_KINDS_SHOWN { format!("{MAX_KINDS_SHOWN} or more") } else { p.kinds.len().to_string() },
+                                            p.kinds.iter().map(|(t, b, n)| format!("{n} {}", kind_words(t.as_deref(), b.as_deref()))).collect::<Vec<_>>().join(", "))}
+                                    </p>
+                                })}
                                 <p><b data-testid="preview-count">{p.count}</b>" messages will be replayed"
                                     {(p.already_replayed > 0).then(|| view! { <span class="text-amber-700 dark:text-amber-400">{format!(" — {} of them were replayed before", p.already_replayed)}</span> })}
                                     {(p.without_destination > 0).then(|| view! { <span class="text-red-700">{format!(" — {} name no destination for this target (no x-death, no failure headers): choose another target", p.without_destination)}</span> })}
@@ -183,5 +190,17 @@ pub fn ReplayPanel(
                 {move || create.value().get().and_then(|r| r.err()).map(|err| view! { <ErrorBox err /> })}
             </div>
         </Show>
+    }
+}
+
+/// The preview lists at most this many kinds (`engine::replay::preview::MAX_KINDS`).
+const MAX_KINDS_SHOWN: i64 = 6;
+
+/// One kind of message in words: its type and body shape.
+fn kind_words(msg_type: Option<&str>, body_shape: Option<&str>) -> String {
+    let t = msg_type.map(|t| format!("of type {t}")).unwrap_or_else(|| "without a type".into());
+    match body_shape {
+        Some(b) => format!("{t}, body {b}"),
+        None => t,
     }
 }

@@ -132,6 +132,8 @@ fn group_view(g: engine::dead_letter::model::FailureGroup, now: chrono::DateTime
         reason: g.reason,
         error_type: g.error_type,
         error_sample: g.error_sample,
+        msg_type: g.msg_type,
+        body_shape: g.body_shape,
         first_seen: g.first_seen,
         last_seen_secs: (now - g.last_seen).num_seconds(),
         count: g.count,

@@ -120,6 +120,7 @@ pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, A
         without_destination: p.without_destination,
         origin_queues: p.origin_queues,
         already_replayed: p.already_replayed,
+        kinds: p.kinds,
         needs_typed_confirmation: p.needs_typed_confirmation,
         broker_error: match (p.broker_error, reach_error) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
