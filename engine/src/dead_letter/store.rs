@@ -86,13 +86,48 @@ pub struct ListFilter {
     pub status: Option<Status>,
     /// Case-insensitive substring of the error type or message.
     pub error_text: Option<String>,
-    /// Raw bytes the body must contain.
+    /// Raw bytes the body must contain. Written as `{"text": …}` (or `{"hex": …}` when not
+    /// UTF-8), so the audit log and a plan's frozen selection show it as words.
+    #[serde(with = "body_bytes", default)]
     pub body_contains: Option<Vec<u8>>,
     pub message_id: Option<String>,
     /// Ingested at or after this instant.
     pub newer_than: Option<DateTime<Utc>>,
     /// Ingested before this instant.
     pub older_than: Option<DateTime<Utc>>,
+}
+
+/// A body filter's bytes as text where they are text (and read back from any form, the
+/// number array written before included).
+mod body_bytes {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Text { text: String },
+        Hex { hex: String },
+        Bytes(Vec<u8>),
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref()
+            .map(|b| match std::str::from_utf8(b) {
+                Ok(t) => Form::Text { text: t.to_owned() },
+                Err(_) => Form::Hex { hex: hex::encode(b) },
+            })
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<Form>::deserialize(d)?
+            .map(|f| match f {
+                Form::Text { text } => Ok(text.into_bytes()),
+                Form::Hex { hex } => hex::decode(hex).map_err(serde::de::Error::custom),
+                Form::Bytes(b) => Ok(b),
+            })
+            .transpose()
+    }
 }
 
 /// Bytes of the body that a list row carries; the detail page reads the whole body.
@@ -402,4 +437,24 @@ pub async fn archive(db: impl PgExecutor<'_>, ids: &[i64], reason: &str) -> Resu
     .fetch_all(db)
     .await?;
     Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListFilter;
+
+    #[test]
+    fn a_body_filter_is_written_as_text_and_read_back_in_every_form() {
+        let f = ListFilter { body_contains: Some(b"pedido".to_vec()), ..Default::default() };
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["body_contains"], serde_json::json!({"text": "pedido"}));
+        let binary = ListFilter { body_contains: Some(vec![0xff, 0x00]), ..Default::default() };
+        assert_eq!(serde_json::to_value(&binary).unwrap()["body_contains"], serde_json::json!({"hex": "ff00"}));
+        let back = |j: serde_json::Value| serde_json::from_value::<ListFilter>(j).unwrap().body_contains;
+        assert_eq!(back(v), Some(b"pedido".to_vec()));
+        assert_eq!(back(serde_json::json!({"body_contains": {"hex": "ff00"}})), Some(vec![0xff, 0x00]));
+        assert_eq!(back(serde_json::json!({"body_contains": [112, 101]})), Some(b"pe".to_vec()), "as written before");
+        assert_eq!(back(serde_json::json!({"body_contains": null})), None);
+        assert_eq!(back(serde_json::json!({})), None);
+    }
 }

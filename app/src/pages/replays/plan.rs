@@ -64,6 +64,9 @@ pub fn PlanPage() -> impl IntoView {
                                         p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
                                         if p.order == Order::None { String::new() } else { format!(" · {}", p.order.describe()) })}</div>
                                     {p.paused_reason.clone().map(|r| view! { <div class="text-amber-700 dark:text-amber-400 text-xs">{r}</div> })}
+                                    {(p.died_again.is_empty()).then(|| view! {
+                                        <div class="text-sm muted" data-testid="died-again">"died again 0: none of its messages came back to a dead-letter queue"</div>
+                                    })}
                                     {(!p.died_again.is_empty()).then(|| {
                                         let total: i64 = p.died_again.iter().map(|(_, n)| n).sum();
                                         view! {
