@@ -87,7 +87,7 @@ pub struct ListFilter {
     /// Case-insensitive substring of the error type or message.
     pub error_text: Option<String>,
     /// Raw bytes the body must contain. Written as `{"text": …}` (or `{"hex": …}` when not
-    /// UTF-8), so the audit log and a plan's frozen selection show it as words.
+    /// UTF-8 or holding a NUL), so the audit log and a plan's frozen selection show it as words.
     #[serde(with = "body_bytes", default)]
     pub body_contains: Option<Vec<u8>>,
     pub message_id: Option<String>,
@@ -113,8 +113,10 @@ mod body_bytes {
     pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
         v.as_ref()
             .map(|b| match std::str::from_utf8(b) {
-                Ok(t) => Form::Text { text: t.to_owned() },
-                Err(_) => Form::Hex { hex: hex::encode(b) },
+                // PostgreSQL's jsonb holds no NUL: a filter with one is written as hex, so the
+                // audit entry that carries it is still stored.
+                Ok(t) if !t.contains('\0') => Form::Text { text: t.to_owned() },
+                _ => Form::Hex { hex: hex::encode(b) },
             })
             .serialize(s)
     }
@@ -450,6 +452,12 @@ mod tests {
         assert_eq!(v["body_contains"], serde_json::json!({"text": "pedido"}));
         let binary = ListFilter { body_contains: Some(vec![0xff, 0x00]), ..Default::default() };
         assert_eq!(serde_json::to_value(&binary).unwrap()["body_contains"], serde_json::json!({"hex": "ff00"}));
+        let nul = ListFilter { body_contains: Some(b"a\0".to_vec()), ..Default::default() };
+        assert_eq!(
+            serde_json::to_value(&nul).unwrap()["body_contains"],
+            serde_json::json!({"hex": "6100"}),
+            "jsonb holds no NUL"
+        );
         let back = |j: serde_json::Value| serde_json::from_value::<ListFilter>(j).unwrap().body_contains;
         assert_eq!(back(v), Some(b"pedido".to_vec()));
         assert_eq!(back(serde_json::json!({"body_contains": {"hex": "ff00"}})), Some(vec![0xff, 0x00]));
