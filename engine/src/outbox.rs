@@ -25,6 +25,8 @@ mod native;
 mod poll;
 pub mod relay;
 mod session;
+mod standby;
 pub mod stats;
 pub mod store;
+mod streamed;
 mod waits;

@@ -6,6 +6,7 @@
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
+pub use capture::{Capture, OrderKey};
 pub use downloads::DownloadSettings;
 pub use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -61,6 +62,14 @@ pub struct RelaySettings {
     /// `synchronous_commit = off` for the mark transactions only: a PostgreSQL crash can then
     /// lose recent marks (those rows are re-sent), never an event.
     pub synchronous_commit: bool,
+    /// How Revenant's own outbox is read: polled, or from the commit stream.
+    pub capture: Capture,
+}
+
+/// A declared source's capture; its settings were checked at start-up (a wrong one reads as
+/// polling).
+pub fn capture_of(m: &MappedOutbox) -> Capture {
+    capture::parse(m.capture.as_deref(), m.order_key.as_deref()).unwrap_or_default()
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +146,10 @@ pub struct MappedOutbox {
     /// How often the relay looks for new rows of a mapped table (it has no NOTIFY trigger).
     #[serde(default = "default_poll_ms")]
     pub poll_ms: i64,
+    /// `poll` (default) or `logical`: from the commit stream (`native = true` only).
+    pub capture: Option<String>,
+    /// With `capture = "logical"`: `routing_key` (default) or `header:NAME`.
+    pub order_key: Option<String>,
 }
 
 impl Default for MappedOutbox {
@@ -163,6 +176,8 @@ impl Default for MappedOutbox {
             last_error_column: None,
             stuck_after_secs: default_stuck_secs(),
             poll_ms: default_poll_ms(),
+            capture: None,
+            order_key: None,
         }
     }
 }
@@ -287,6 +302,8 @@ struct RawRelay {
     mark_batch: Option<i64>,
     mark_flush_ms: Option<i64>,
     synchronous_commit: Option<String>,
+    capture: Option<String>,
+    order_key: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -444,6 +461,15 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
             0..=10_000,
         )?),
         synchronous_commit: synchronous_commit(env, r.synchronous_commit)?,
+        capture: {
+            let capture = parse::pick(env, "REVENANT_RELAY_CAPTURE", r.capture);
+            let order_key = parse::pick(env, "REVENANT_RELAY_ORDER_KEY", r.order_key);
+            capture::parse(capture.as_deref(), order_key.as_deref()).map_err(|reason| SettingsError::Invalid {
+                key: "relay.capture",
+                env: "REVENANT_RELAY_CAPTURE",
+                reason,
+            })?
+        },
     };
     let env_queues = list(env("REVENANT_INGEST_QUEUES"));
     parse::note_override("REVENANT_INGEST_QUEUES", env_queues.is_some(), raw.ingest.queues.is_some());
@@ -591,6 +617,7 @@ pub fn vhost_of(amqp_url: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+mod capture;
 mod downloads;
 mod parse;
 mod replay;

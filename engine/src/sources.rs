@@ -32,6 +32,8 @@ pub struct Source {
     /// The longest wait between a relay's claims of this table while it is idle (adaptive
     /// polling, `outbox::poll`).
     pub poll: Duration,
+    /// How the relay finds new rows: polling, or the commit stream.
+    pub capture: crate::settings::Capture,
 }
 
 impl Source {
@@ -50,6 +52,7 @@ pub async fn open_all(settings: &Settings, own: &PgPool) -> anyhow::Result<Vec<S
         stuck_attempts: 3,
         relay: true,
         poll: settings.relay.poll,
+        capture: settings.relay.capture.clone(),
     }];
     for m in &settings.mapped_outboxes {
         out.push(open(m, own).await?);
@@ -99,6 +102,8 @@ async fn opened(m: &MappedOutbox, own: &PgPool) -> anyhow::Result<Source> {
         stuck_attempts: 3,
         relay: m.relay,
         poll: Duration::from_millis(m.poll_ms as u64),
+        // Checked with the other settings (settings::sources).
+        capture: crate::settings::capture_of(m),
     })
 }
 

@@ -162,7 +162,7 @@ fn outbox_install(url: &str) -> ExitCode {
         }
         Ok(engine::outbox::install::Installed::Upgraded) => {
             println!(
-                "revenant.outbox was already installed; its insert NOTIFY trigger is dropped (it serialised the service's commits)"
+                "revenant.outbox was already installed; upgraded: no insert NOTIFY trigger (it serialised the service's commits), the commit-stream relay's column added"
             );
             ExitCode::SUCCESS
         }

@@ -8,9 +8,12 @@
 //! - [`super::mapped`]: a service's own outbox table read through its mapping; no lease
 //!   columns, so one relay at a time, the holder of the table's advisory lock.
 //!
-//! A new kind (the commit stream) is a new file implementing [`Driver`].
+//! - [`super::streamed`]: Revenant's `outbox` schema read from the commit stream (logical
+//!   replication): events of one key in commit order, one relay at a time per slot.
+//!
+//! A new kind is a new file implementing [`Driver`].
 
-use std::{future::Future, time::Duration};
+use std::{borrow::Cow, future::Future, time::Duration};
 
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
@@ -71,6 +74,16 @@ pub(crate) trait Driver: Send + Sync + 'static {
 
     /// After a flush's last attempt, marked or not: these rows are no longer in flight.
     fn flushed(&self, _ids: &[i64]) {}
+
+    /// The broker refused this row's publish (or it was bad): its attempt is about to be
+    /// marked. A kind that keeps a key's order holds the key back from now on.
+    fn refused(&self, _id: i64) {}
+
+    /// Rows with the same lane key take the same confirm channel, so they reach the broker in
+    /// claim order: the routing key, or the kind's ordering key.
+    fn lane_key<'r>(&self, row: &'r ClaimedRow) -> Cow<'r, [u8]> {
+        Cow::Borrowed(row.routing_key.as_bytes())
+    }
 
     /// A connection that wakes the relay when an operator retries a row, if the kind has one;
     /// new rows are found by polling.

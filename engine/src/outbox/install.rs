@@ -12,12 +12,18 @@ use sqlx::PgPool;
 /// The migrations that make Revenant's `outbox` table, its indexes and its retry trigger.
 /// 0016 needs the `pg_trgm` extension (trusted: the CREATE privilege on the database is
 /// enough) for the error-text filter's index.
-const OUTBOX_DDL: [(&str, &str); 4] = [
+const OUTBOX_DDL: [(&str, &str); 5] = [
     ("0002_outbox.sql", include_str!("../../../migrations/0002_outbox.sql")),
     ("0008_outbox_bucket_indexes.sql", include_str!("../../../migrations/0008_outbox_bucket_indexes.sql")),
     ("0016_outbox_error_trigram.sql", include_str!("../../../migrations/0016_outbox_error_trigram.sql")),
     (DROP_INSERT_NOTIFY.0, DROP_INSERT_NOTIFY.1),
+    (STREAM_HELD.0, STREAM_HELD.1),
 ];
+
+/// The commit-stream relay's held events (`capture = "logical"`); applied to an outbox
+/// installed before it. Idempotent.
+const STREAM_HELD: (&str, &str) =
+    ("0025_outbox_stream_held.sql", include_str!("../../../migrations/0025_outbox_stream_held.sql"));
 
 /// Applied to an outbox installed before it: the insert trigger's NOTIFY serialised the
 /// service's commits. Idempotent.
@@ -28,7 +34,8 @@ const DROP_INSERT_NOTIFY: (&str, &str) =
 pub enum Installed {
     Created,
     AlreadyThere,
-    /// It was there with the insert NOTIFY trigger of earlier versions, now dropped.
+    /// It was there from an earlier version: the insert NOTIFY trigger is dropped and the
+    /// commit-stream relay's column added.
     Upgraded,
 }
 
@@ -38,6 +45,17 @@ pub async fn has_insert_notify(db: impl sqlx::PgExecutor<'_>) -> Result<bool, sq
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM pg_trigger
                           WHERE tgrelid = to_regclass('revenant.outbox') AND tgname = 'outbox_notify') AS "there!""#
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Whether `revenant.outbox` in this database has the commit-stream relay's column.
+pub async fn has_stream_held(db: impl sqlx::PgExecutor<'_>) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_attribute
+                          WHERE attrelid = to_regclass('revenant.outbox') AND attname = 'stream_lsn'
+                            AND NOT attisdropped) AS "there!""#
     )
     .fetch_one(db)
     .await
@@ -54,12 +72,18 @@ pub async fn install(pool: &PgPool) -> anyhow::Result<Installed> {
     let exists: Option<String> =
         sqlx::query_scalar!("SELECT to_regclass('revenant.outbox')::text").fetch_one(&mut *tx).await?;
     if exists.is_some() {
-        if !has_insert_notify(&mut *tx).await? {
+        let notify = has_insert_notify(&mut *tx).await?;
+        let held = has_stream_held(&mut *tx).await?;
+        if !notify && held {
             return Ok(Installed::AlreadyThere);
         }
         sqlx::query!("SET LOCAL search_path = revenant, public").execute(&mut *tx).await?;
-        let (name, sql) = DROP_INSERT_NOTIFY;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.with_context(|| format!("applying {name}"))?;
+        for (name, sql) in [DROP_INSERT_NOTIFY, STREAM_HELD] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *tx)
+                .await
+                .with_context(|| format!("applying {name}"))?;
+        }
         tx.commit().await?;
         return Ok(Installed::Upgraded);
     }

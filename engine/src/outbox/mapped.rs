@@ -1,12 +1,9 @@
 //! Relaying a service's own outbox table (a mapped source with `relay = true`).
 //!
 //! Policy:
-//! - such a table has no lease columns, so one relay at a time publishes it: the one holding a
-//!   session-level advisory lock on the table (keyed by its oid) in the table's database.
-//!   Others stand by and try again every [`STANDBY_RETRY`]; when the holder dies its database
-//!   session ends, the lock is free, and a standby takes over;
-//! - the holder's claims run on the very connection that holds the lock, so a lost lock
-//!   shows up at the next claim (at most one poll later) and the session stops;
+//! - such a table has no lease columns, so one relay at a time publishes it: the one holding
+//!   the table's lock ([`super::standby`], keyed by the table's oid); a lost lock shows up at
+//!   the next claim (at most one poll later) and the session stops;
 //! - a claim reads due rows in id order, skipping the rows this relay still has in flight
 //!   or unmarked, and rows held back in `revenant.relay_state` (failed, archived, or waiting
 //!   for their retry); the rows are marked the way the table marks them (its flag and/or its
@@ -14,35 +11,26 @@
 //! - the crash bound is the native one: a standby taking over re-sends at most the publishes
 //!   awaiting their confirm plus the unflushed marks (`window + mark_batch - 1`).
 
-use std::{
-    collections::HashSet,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::{collections::HashSet, sync::Mutex, time::Duration};
 
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
-
 use uuid::Uuid;
 
 use super::{
     driver::{Driver, Written},
+    standby::{LockOn, Standby},
     store::{AttemptOutcome, ClaimedRow, FailedAttempt, StoreError},
 };
 use crate::sources::{Source, mapping::Cols};
 
-/// How often a standby relay tries to take a mapped table's lock.
-pub const STANDBY_RETRY: Duration = Duration::from_secs(2);
-
 pub(crate) struct Mapped {
     pub(crate) source: String,
-    table: String,
-    pool: PgPool,
     marks_pool: PgPool,
     claim_sql: String,
     mark_sql: String,
-    /// The connection holding the advisory lock; claims run on it.
-    lock: tokio::sync::Mutex<Option<PgConnection>>,
+    /// The advisory lock; claims run on its connection.
+    lock: Standby,
     /// Rows claimed and not yet marked or given back: never claimed twice.
     held: Mutex<HashSet<i64>>,
 }
@@ -52,72 +40,11 @@ impl Mapped {
         let c = &src.cols;
         Self {
             source: src.name.clone(),
-            table: c.table.clone(),
-            pool: src.pool.clone(),
             marks_pool,
             claim_sql: claim_sql(c),
             mark_sql: mark_sql(c),
-            lock: tokio::sync::Mutex::new(None),
+            lock: Standby::new(&src.name, src.pool.clone(), LockOn::Table(c.table.clone())),
             held: Mutex::new(HashSet::new()),
-        }
-    }
-
-    /// Waits until this relay holds the table's lock (or `shutdown`). Returns false on shutdown.
-    async fn lock_table(&self, shutdown: &CancellationToken) -> bool {
-        let mut slot = self.lock.lock().await;
-        if let Some(conn) = slot.as_mut() {
-            if conn.ping().await.is_ok() {
-                return true;
-            }
-            *slot = None;
-        }
-        let mut said = false;
-        let mut since = Instant::now();
-        loop {
-            if shutdown.is_cancelled() {
-                return false;
-            }
-            match self.try_lock().await {
-                Ok(Some(conn)) => {
-                    tracing::info!(source = %self.source, table = %self.table, "this relay now publishes the table");
-                    *slot = Some(conn);
-                    return true;
-                }
-                Ok(None) if !said || since.elapsed() > Duration::from_secs(300) => {
-                    tracing::info!(source = %self.source, table = %self.table,
-                        "another relay publishes this table; standing by to take over");
-                    (said, since) = (true, Instant::now());
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(source = %self.source, error = %e, "cannot try the relay lock; retrying"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return false,
-                _ = tokio::time::sleep(STANDBY_RETRY) => {}
-            }
-        }
-    }
-
-    async fn try_lock(&self) -> Result<Option<PgConnection>, sqlx::Error> {
-        let mut conn = self.pool.acquire().await?.detach();
-        let got: Option<bool> = sqlx::query_scalar!(
-            "SELECT pg_try_advisory_lock(hashtextextended('revenant.relay:' || to_regclass($1)::oid::text, 0))",
-            &self.table
-        )
-        .fetch_one(&mut conn)
-        .await?;
-        if got == Some(true) {
-            Ok(Some(conn))
-        } else {
-            let _ = conn.close().await;
-            Ok(None)
-        }
-    }
-
-    /// Lets the lock go (clean stop): a standby takes over at its next try.
-    async fn unlock_table(&self) {
-        if let Some(conn) = self.lock.lock().await.take() {
-            let _ = conn.close().await;
         }
     }
 
@@ -125,7 +52,7 @@ impl Mapped {
         // Taken before the query: a row leaves `held` only after its mark committed, so a row
         // missing from this list is either unclaimed or already marked when the query starts.
         let skip: Vec<i64> = self.held.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
-        let mut slot = self.lock.lock().await;
+        let mut slot = self.lock.conn().await;
         let Some(conn) = slot.as_mut() else {
             return Err(StoreError::Invalid("this relay no longer holds the table's lock".into()));
         };
@@ -234,7 +161,7 @@ impl Mapped {
 
 impl Driver for Mapped {
     async fn acquire(&self, shutdown: &CancellationToken) -> bool {
-        self.lock_table(shutdown).await
+        self.lock.acquire(shutdown).await
     }
 
     /// Forgets every row of an ended session: its lost confirms may or may not have reached
@@ -244,7 +171,7 @@ impl Driver for Mapped {
     }
 
     async fn unlock(&self) {
-        self.unlock_table().await
+        self.lock.release().await
     }
 
     async fn claim(&self, _owner: Uuid, batch: i64, _lease: Duration) -> Result<Vec<ClaimedRow>, StoreError> {

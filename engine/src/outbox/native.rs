@@ -65,18 +65,23 @@ impl Driver for Native {
     }
 
     async fn listen(&self) -> Option<PgListener> {
-        let res = async {
-            let mut l = PgListener::connect_with(&self.pool).await?;
-            l.listen(NOTIFY_CHANNEL).await?;
-            Ok::<_, sqlx::Error>(l)
-        }
-        .await;
-        match res {
-            Ok(l) => Some(l),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot LISTEN {NOTIFY_CHANNEL}; polling only until it works");
-                None
-            }
+        listen_retries(&self.pool).await
+    }
+}
+
+/// A connection that hears the retry trigger (an operator put a row back to pending).
+pub(super) async fn listen_retries(pool: &PgPool) -> Option<PgListener> {
+    let res = async {
+        let mut l = PgListener::connect_with(pool).await?;
+        l.listen(NOTIFY_CHANNEL).await?;
+        Ok::<_, sqlx::Error>(l)
+    }
+    .await;
+    match res {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot LISTEN {NOTIFY_CHANNEL}; polling only until it works");
+            None
         }
     }
 }

@@ -23,7 +23,8 @@
 //! - one relay process publishes every relayed source: Revenant's own outbox, Revenant's
 //!   schema installed in a service's database (`native = true`), and mapped tables
 //!   (`relay = true`, one relay at a time per table: see [`super::mapped`]), each with its
-//!   own broker connection, counters and reconnect loop.
+//!   own broker connection, counters and reconnect loop; a native source with
+//!   `capture = "logical"` is read from the commit stream instead ([`super::streamed`]).
 
 use std::{
     sync::{Arc, atomic::Ordering::Relaxed},
@@ -35,8 +36,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use super::stats::RelayStats;
-use super::{driver::Driver, mapped::Mapped, marks, native::Native, session::Session};
-use crate::{settings::RelaySettings, sources::Source};
+use super::{driver::Driver, mapped::Mapped, marks, native::Native, session::Session, streamed::Streamed};
+use crate::{
+    settings::{Capture, RelaySettings},
+    sources::Source,
+};
 
 pub use super::store::NOTIFY_CHANNEL;
 
@@ -103,14 +107,22 @@ pub async fn run_all(
     let hb_stop = CancellationToken::new();
     let hb = tokio::spawn(super::heartbeat::run(pool.clone(), owner, cfg.clone(), all, hb_stop.clone()));
     let mut tasks = tokio::task::JoinSet::new();
-    let own = Arc::new(Native::new(pool.clone(), marks::mark_pool(&pool, &cfg)));
     let name = crate::sources::NATIVE.to_string();
-    tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
+    if let Capture::Logical { order } = &cfg.capture {
+        let own = Arc::new(Streamed::new(&name, pool.clone(), order.clone()));
+        tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
+    } else {
+        let own = Arc::new(Native::new(pool.clone(), marks::mark_pool(&pool, &cfg)));
+        tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
+    }
     for r in others {
         let src = &r.source;
         let marks_pool = marks::mark_pool(&src.pool, &cfg);
         let (name, url, stop) = (src.name.clone(), amqp_url.clone(), shutdown.clone());
-        if src.native() {
+        if let (true, Capture::Logical { order }) = (src.native(), &src.capture) {
+            let table = Arc::new(Streamed::new(&name, src.pool.clone(), order.clone()));
+            tasks.spawn(relay_table(table, name, cfg.clone(), r.stats, owner, url, stop));
+        } else if src.native() {
             let table = Arc::new(Native::new(src.pool.clone(), marks_pool));
             tasks.spawn(relay_table(table, name, cfg.clone(), r.stats, owner, url, stop));
         } else {

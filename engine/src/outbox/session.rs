@@ -330,6 +330,7 @@ impl<'a, D: Driver> Session<'a, D> {
             Ok(p) => p,
             Err(reason) => {
                 let reason = format!("bad row: {reason}");
+                self.table.refused(row.id);
                 tracing::warn!(id = row.id, event_id = %row.event_id, %reason, "outbox row cannot be published as it stands");
                 RelayStats::bump(&self.stats.failed_attempts);
                 match self.table.mark_bad(row.id, self.owner, &reason).await {
@@ -342,9 +343,10 @@ impl<'a, D: Driver> Session<'a, D> {
                 return Ok(None);
             }
         };
-        let key = Some(row.routing_key.as_bytes());
+        let table = self.table.clone();
+        let key = table.lane_key(&row);
         let (exchange, routing_key, props) = (prepared.exchange, prepared.routing_key, prepared.properties);
-        match self.lanes.publish(key, exchange, routing_key, &row.payload, props, Sent::from(&row)).await {
+        match self.lanes.publish(Some(&key), exchange, routing_key, &row.payload, props, Sent::from(&row)).await {
             Ok(Published::Sent(confirm)) => {
                 tracing::debug!(id = row.id, event_id = %row.event_id, bytes = row.payload.len(), "published; awaiting confirm");
                 Ok(Some(Outgoing::Sent(confirm)))
@@ -407,6 +409,7 @@ impl<'a, D: Driver> Session<'a, D> {
     }
 
     fn failed_attempt(&self, sent: &Sent, reason: String) -> Mark {
+        self.table.refused(sent.id);
         RelayStats::bump(&self.stats.failed_attempts);
         let number = u32::try_from(sent.attempts).unwrap_or(0).saturating_add(1);
         let attempt = FailedAttempt { id: sent.id, reason, retry_in: self.backoff.delay(number) };

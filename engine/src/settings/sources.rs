@@ -51,6 +51,19 @@ pub(super) fn validate(sources: &[MappedOutbox]) -> Result<(), SettingsError> {
         if !(10..=60_000).contains(&m.poll_ms) {
             return Err(invalid(&m.name, format!("`poll_ms` = {} is outside 10..=60000", m.poll_ms)));
         }
+        match super::capture::parse(m.capture.as_deref(), m.order_key.as_deref()) {
+            Err(reason) => return Err(invalid(&m.name, reason)),
+            Ok(super::Capture::Logical { .. }) if !m.native => {
+                return Err(invalid(
+                    &m.name,
+                    "`capture = \"logical\"` needs `native = true` (a mapped table is polled)",
+                ));
+            }
+            Ok(super::Capture::Logical { .. }) if !m.relay => {
+                return Err(invalid(&m.name, "`capture` applies to a relayed source (`relay = true`)"));
+            }
+            Ok(_) => {}
+        }
         if m.stuck_after_secs < 1 {
             return Err(invalid(&m.name, "`stuck_after_secs` must be at least 1"));
         }

@@ -157,8 +157,11 @@ async fn apply<'e>(
     let done = match (src.native(), action) {
         (true, Action::Retry) => {
             sqlx::query!(
+                // A failed row the commit-stream relay never held (failed while polled) is held
+                // now, so that relay sends it too (at the head of its key: it is older).
                 "UPDATE outbox SET status = 'pending', attempts = 0, last_error = NULL, next_attempt_at = now(),
-                        lease_owner = NULL, lease_expires_at = NULL
+                        lease_owner = NULL, lease_expires_at = NULL,
+                        stream_lsn = CASE WHEN status = 'failed' THEN coalesce(stream_lsn, 0) ELSE stream_lsn END
                  WHERE status IN ('pending', 'failed') AND id::text = ANY($1)",
                 ids,
             )

@@ -80,6 +80,7 @@ fn own_outbox(pool: &PgPool) -> Source {
         stuck_attempts: 3,
         relay: false,
         poll: std::time::Duration::from_millis(250),
+        capture: Default::default(),
     }
 }
 

@@ -29,6 +29,7 @@ mod pass_through;
 mod previous_page;
 mod publish_returns;
 mod relay;
+mod relay_logical;
 mod relay_mapped;
 mod relay_unconfirmed;
 mod replay;

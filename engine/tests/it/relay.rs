@@ -41,6 +41,7 @@ pub(crate) fn cfg() -> RelaySettings {
         mark_batch: 64,
         mark_flush: Duration::from_millis(5),
         synchronous_commit: true,
+        capture: Default::default(),
     }
 }
 

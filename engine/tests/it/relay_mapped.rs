@@ -297,6 +297,11 @@ async fn outbox_install_puts_revenants_schema_in_a_service_database_and_the_rela
     assert!(has_insert_notify(&service.pool).await.unwrap());
     assert_eq!(install(&service.pool).await.unwrap(), Installed::Upgraded);
     assert!(!has_insert_notify(&service.pool).await.unwrap(), "the upgrade dropped the insert trigger");
+    // An outbox installed before the commit-stream relay: install adds its column.
+    sqlx::raw_sql("ALTER TABLE revenant.outbox DROP COLUMN stream_lsn").execute(&service.pool).await.unwrap();
+    assert!(!engine::outbox::install::has_stream_held(&service.pool).await.unwrap());
+    assert_eq!(install(&service.pool).await.unwrap(), Installed::Upgraded);
+    assert!(engine::outbox::install::has_stream_held(&service.pool).await.unwrap());
     assert_eq!(
         outbox_shape(&service.pool).await,
         outbox_shape(&own.pool).await,

@@ -19,6 +19,7 @@ fn native(pool: &PgPool) -> Source {
         stuck_attempts: 3,
         relay: false,
         poll: std::time::Duration::from_millis(250),
+        capture: Default::default(),
     }
 }
 
@@ -260,6 +261,7 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
         stuck_attempts: 3,
         relay: false,
         poll: std::time::Duration::from_millis(250),
+        capture: Default::default(),
     };
     let (rows, _) = query::list(&src, &Filter::default(), None, 50).await.unwrap();
     assert_eq!(rows.len(), 2);

@@ -46,6 +46,7 @@ pub async fn run(settings: &Settings, rows: i64, runs: usize) -> anyhow::Result<
         stuck_attempts: 3,
         relay: false,
         poll: std::time::Duration::from_millis(250),
+        capture: Default::default(),
     };
     let res = interruptible(bench(&src, rows, runs)).await;
     drop(src);

@@ -1,0 +1,566 @@
+//! The commit-stream driver (`capture = "logical"`): Revenant's `outbox` table read from
+//! PostgreSQL's logical replication instead of polled, so a key's events reach the broker in
+//! the order their transactions committed and nothing runs on the service's commit.
+//!
+//! Policy:
+//! - one relay at a time reads the slot (PostgreSQL lets one session use a slot): the holder of
+//!   the slot's lock ([`super::standby`]); every read, hold and move of the slot runs on the
+//!   lock's connection, so a lost lock stops the session at its next claim;
+//! - a claim reads the changes after the slot's position, whole transactions in commit order
+//!   ([`slot::peek`]), skips the transactions this session already handed out and the rows the
+//!   table shows settled (published, archived, failed or held), and hands out the rest;
+//! - a key's events (the routing key, or a header: [`OrderKey`]) take one confirm channel, so
+//!   they reach the broker in commit order. A key is *held* once one of its events is refused
+//!   (returned, nacked, a bad row) or unconfirmed: that event and every later one of its key
+//!   keep their commit's position in `outbox.stream_lsn`, written before the slot may pass
+//!   them. Held events go out one at a time per key, oldest first, as their retries fall due;
+//!   a head that failed for good waits for an operator's retry or archive. Other keys go on.
+//!   A later event of the key refused too (it was in flight with its head) is only held
+//!   behind it, with no attempt counted; one the broker accepted meanwhile is not called back;
+//! - the slot moves to the end of the last commit whose every event is settled durably
+//!   (marked published, or held with its position): a crash or a takeover re-reads from there,
+//!   so nothing is lost and at most the publishes in flight plus the unflushed marks are sent
+//!   twice (`window + mark_batch − 1`, as polled);
+//! - marks commit with synchronous commit whatever `relay.synchronous_commit` says: the slot
+//!   moves past an event once its mark committed, and a mark PostgreSQL forgot would leave a
+//!   failed event behind the slot unheld;
+//! - an idle database still moves the slot: a heartbeat message after [`HEARTBEAT`] of quiet.
+
+use std::{
+    borrow::Cow,
+    collections::{HashMap, HashSet, VecDeque},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use sqlx::{PgConnection, PgPool, postgres::PgListener};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{
+    driver::{Driver, Written},
+    logical::{
+        event::Layout,
+        pgoutput::{self, Message},
+        slot::{self, Names},
+    },
+    standby::{LockOn, STANDBY_RETRY, Standby},
+    store::{AttemptOutcome, ClaimedRow, FailedAttempt, StoreError},
+};
+use crate::settings::OrderKey;
+
+/// Quiet time after which the relay writes a heartbeat message, so the slot of an idle
+/// database moves and PostgreSQL can recycle the log behind it.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// The table the publication covers.
+const TABLE: &str = "revenant.outbox";
+
+pub(crate) struct Streamed {
+    source: String,
+    pool: PgPool,
+    /// The publication and slot, named after the database and the source (a slot is
+    /// cluster-wide: two databases' relays must not share one). Known once prepared.
+    names: std::sync::OnceLock<Names>,
+    order: OrderKey,
+    lock: Standby,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    layout: Option<Layout>,
+    /// The end of the last commit handed out: later reads skip it and those before it.
+    read_to: i64,
+    /// Commits read and not yet settled, oldest first.
+    commits: VecDeque<Commit>,
+    /// Events from the stream in flight (handed out, not yet settled).
+    out: HashMap<i64, Out>,
+    /// Held events in flight as their key's head.
+    heads: HashSet<i64>,
+    /// Events refused whose failed attempt is not committed yet: their keys are held.
+    refused: HashSet<i64>,
+    /// Changes the last read went over again (handed out before): the next asks that many more.
+    reread: usize,
+    /// Where the slot is (0: not read yet this session).
+    advanced: i64,
+    /// A flush of marks was given up: the session ends, and the next one re-reads its events.
+    broken: bool,
+    quiet_since: Option<Instant>,
+}
+
+struct Commit {
+    end: i64,
+    /// Its events handed out and not yet settled.
+    open: usize,
+}
+
+struct Out {
+    end: i64,
+    key: String,
+}
+
+/// One transaction read from the stream: its commit's end and its inserts, each read from
+/// the stream or, when the stream's copy cannot be read, to be read from the table.
+struct Txn {
+    end: i64,
+    events: Vec<(i64, Result<ClaimedRow, String>)>,
+}
+
+impl Streamed {
+    pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey) -> Self {
+        // Advisory locks are per database: the source's name is enough.
+        let lock = Standby::new(source, pool.clone(), LockOn::Slot(source.to_string()));
+        Self { source: source.to_string(), pool, names: Default::default(), order, lock, state: Mutex::default() }
+    }
+
+    fn names(&self) -> &Names {
+        static UNSET: std::sync::LazyLock<Names> = std::sync::LazyLock::new(|| Names::for_source(""));
+        self.names.get().unwrap_or(&UNSET)
+    }
+
+    fn st(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the source lacks for the stream, in one line; creates the publication and the
+    /// slot when they are missing.
+    async fn prepare(&self) -> Result<(), String> {
+        if self.names.get().is_none() {
+            let db: String = sqlx::query_scalar!(r#"SELECT current_database()::text AS "db!""#)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| format!("cannot read the database's name: {e}"))?;
+            let _ = self.names.set(Names::for_source(&format!("{db}_{}", self.source)));
+        }
+        let names = self.names();
+        slot::preflight(&self.pool, names).await?;
+        let has = super::install::has_stream_held(&self.pool)
+            .await
+            .map_err(|e| format!("cannot read revenant.outbox: {e}"))?;
+        if !has {
+            return Err("revenant.outbox lacks the column stream_lsn: run `revenant outbox install` against its database (or `revenant migrate` for Revenant's own)".into());
+        }
+        let had_slot = slot::status(&self.pool, &self.names().slot).await.map_err(|e| e.to_string())?.is_some();
+        slot::ensure(&self.pool, self.names(), TABLE).await.map_err(|e| format!("{e:#}"))?;
+        if !had_slot && let Err(e) = self.adopt_backlog().await {
+            // The next try starts over: a new slot, and the rows written before it held.
+            let _ = slot::drop_slot(&self.pool, &self.names().slot).await;
+            return Err(format!("cannot hold the rows written before the slot: {e}"));
+        }
+        Ok(())
+    }
+
+    /// Rows pending when the slot was made (written by polling's time, or before this relay
+    /// first ran) are not in its stream: they are held at the slot's start, so they go out
+    /// one at a time per key, in id order, before the key's streamed events.
+    async fn adopt_backlog(&self) -> Result<(), sqlx::Error> {
+        let at = slot::status(&self.pool, &self.names().slot).await?.and_then(|s| s.confirmed).unwrap_or(0);
+        let n = sqlx::query!("UPDATE outbox SET stream_lsn = $1 WHERE status = 'pending' AND stream_lsn IS NULL", at)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if n > 0 {
+            tracing::info!(source = %self.source, rows = n, "rows written before the slot are held: sent one at a time per key, in id order");
+        }
+        Ok(())
+    }
+
+    async fn claim_on(&self, conn: &mut PgConnection, batch: i64) -> Result<Vec<ClaimedRow>, StoreError> {
+        if self.st().broken {
+            return Err(StoreError::Invalid("marks were not written: reading again from the slot's position".into()));
+        }
+        if self.st().advanced == 0 {
+            let at = slot::status(&mut *conn, &self.names().slot).await?.and_then(|s| s.confirmed).unwrap_or(0);
+            self.st().advanced = at;
+        }
+        // The held keys, and the head of each that is due and not in flight.
+        let header = self.order.header();
+        let held = sqlx::query!(
+            r#"SELECT DISTINCT ON (k) k AS "key!", id AS "id!", status AS "status!", due AS "due!"
+                 FROM (SELECT coalesce(CASE WHEN $1::text IS NULL THEN routing_key ELSE headers->>$1 END, '') AS k,
+                              id, status, next_attempt_at <= now() AS due, stream_lsn
+                         FROM outbox
+                        WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')) h
+                ORDER BY k, stream_lsn, id"#,
+            header
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut held_keys: HashSet<String> = held.iter().map(|h| h.key.clone()).collect();
+        let heads: Vec<i64> = {
+            let st = self.st();
+            held.iter().filter(|h| h.status == "pending" && h.due && !st.heads.contains(&h.id)).map(|h| h.id).collect()
+        };
+        let mut rows = rows_by_id(&mut *conn, &heads).await?;
+        self.st().heads.extend(rows.iter().map(|r| r.id));
+
+        let (txns, reread) = self.read(conn, batch).await?;
+        let ids: Vec<i64> = txns.iter().flat_map(|t| t.events.iter().map(|(id, _)| *id)).collect();
+        let known = sqlx::query!(
+            r#"SELECT id, (status <> 'pending' OR stream_lsn IS NOT NULL) AS "settled!" FROM outbox WHERE id = ANY($1)"#,
+            &ids
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let settled: HashSet<i64> = known.iter().filter(|k| k.settled).map(|k| k.id).collect();
+        let in_table: HashSet<i64> = known.iter().map(|k| k.id).collect();
+        // The stream's copy of a row it could not read: the table's, which is the same event.
+        let unreadable: Vec<i64> = txns
+            .iter()
+            .flat_map(|t| t.events.iter())
+            .filter(|(id, r)| r.is_err() && !settled.contains(id))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut from_table: HashMap<i64, ClaimedRow> =
+            rows_by_id(&mut *conn, &unreadable).await?.into_iter().map(|r| (r.id, r)).collect();
+
+        let mut hold: Vec<(i64, i64)> = Vec::new();
+        let seen = !txns.is_empty() || reread > 0;
+        {
+            let mut st = self.st();
+            st.reread = reread;
+            held_keys.extend(st.refused.iter().filter_map(|id| st.out.get(id)).map(|o| o.key.clone()));
+            for txn in txns {
+                let mut open = 0;
+                for (id, row) in txn.events {
+                    if settled.contains(&id) {
+                        continue;
+                    }
+                    let row = match row {
+                        Ok(row) => row,
+                        Err(reason) => match from_table.remove(&id) {
+                            Some(row) => row,
+                            None => {
+                                tracing::error!(source = %self.source, id, in_table = in_table.contains(&id), %reason,
+                                    "an event of the commit stream cannot be read, and the table no longer has it: skipped");
+                                continue;
+                            }
+                        },
+                    };
+                    let key = self.order.of(&row.routing_key, &row.headers).into_owned();
+                    if held_keys.contains(&key) {
+                        hold.push((id, txn.end));
+                        continue;
+                    }
+                    st.out.insert(id, Out { end: txn.end, key });
+                    open += 1;
+                    rows.push(row);
+                }
+                st.commits.push_back(Commit { end: txn.end, open });
+                st.read_to = txn.end;
+            }
+        }
+        // Held before the slot may pass them (below, on this connection, after this commit).
+        hold_rows(&mut *conn, &hold).await?;
+        self.advance(conn, seen).await?;
+        Ok(rows)
+    }
+
+    /// The transactions after the slot's position this session has not handed out, and how
+    /// many changes it went over again.
+    async fn read(&self, conn: &mut PgConnection, batch: i64) -> Result<(Vec<Txn>, usize), StoreError> {
+        let max = (self.st().reread + batch.max(1) as usize * 4 + 64).min(i32::MAX as usize) as i32;
+        let changes = slot::peek(&mut *conn, self.names(), max).await?;
+        let mut st = self.st();
+        let bad = |lsn: i64, what: String| {
+            StoreError::Invalid(format!(
+                "the commit stream of source {} at {}: {what}",
+                self.source,
+                slot::lsn_text(lsn)
+            ))
+        };
+        let (mut txns, mut reread) = (Vec::new(), 0);
+        let (mut skip, mut events) = (false, Vec::new());
+        for ch in &changes {
+            let msg = pgoutput::decode(&ch.data).map_err(|e| bad(ch.lsn, e.to_string()))?;
+            match msg {
+                Message::Begin { final_lsn, .. } => {
+                    // A commit record starts at or after the end of the one before it.
+                    skip = (final_lsn as i64) < st.read_to;
+                    events.clear();
+                }
+                Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
+                    st.layout = Some(Layout::of(&rel, "routing_key").map_err(|e| bad(ch.lsn, e))?);
+                }
+                Message::Insert { relation, tuple } if !skip => {
+                    let layout = st.layout.as_ref().filter(|l| l.relation == relation).ok_or_else(|| {
+                        bad(ch.lsn, format!("an insert into relation {relation}, which it did not describe"))
+                    })?;
+                    let id =
+                        layout.id(&tuple).map_err(|e| bad(ch.lsn, format!("an insert without a readable id: {e}")))?;
+                    events.push((id, layout.row(&tuple)));
+                }
+                Message::Commit { end_lsn, .. } if !skip => {
+                    txns.push(Txn { end: end_lsn as i64, events: std::mem::take(&mut events) });
+                }
+                _ => {}
+            }
+            if skip {
+                reread += 1;
+            }
+        }
+        Ok((txns, reread))
+    }
+
+    /// Moves the slot past every settled commit at the front; writes a heartbeat when the
+    /// database has been quiet.
+    async fn advance(&self, conn: &mut PgConnection, seen: bool) -> Result<(), StoreError> {
+        let (target, beat) = {
+            let mut st = self.st();
+            let mut target = st.advanced;
+            while st.commits.front().is_some_and(|c| c.open == 0) {
+                target = st.commits.pop_front().map_or(target, |c| c.end);
+            }
+            let now = Instant::now();
+            let quiet = if seen || !st.commits.is_empty() { None } else { Some(*st.quiet_since.get_or_insert(now)) };
+            if quiet.is_none() {
+                st.quiet_since = None;
+            }
+            let beat = quiet.is_some_and(|q| now.duration_since(q) >= HEARTBEAT);
+            if beat {
+                st.quiet_since = Some(now);
+            }
+            (target, beat)
+        };
+        if target > self.st().advanced {
+            slot::advance(&mut *conn, &self.names().slot, target).await?;
+            self.st().advanced = target;
+        }
+        if beat {
+            slot::heartbeat(&self.pool).await?;
+        }
+        Ok(())
+    }
+
+    /// These events no longer need anything from this session.
+    fn settle(&self, ids: &[i64]) {
+        let mut st = self.st();
+        for id in ids {
+            st.heads.remove(id);
+            st.refused.remove(id);
+            let Some(out) = st.out.remove(id) else { continue };
+            if let Ok(at) = st.commits.binary_search_by_key(&out.end, |c| c.end) {
+                st.commits[at].open = st.commits[at].open.saturating_sub(1);
+            }
+        }
+    }
+
+    /// For refused events: each one's commit position (`None` for a held head: it has one),
+    /// and whether an earlier event of its key is refused in the same group (then it is only
+    /// held behind that one, no attempt counted).
+    fn followers(&self, ids: &[i64]) -> (Vec<Option<i64>>, Vec<bool>) {
+        let st = self.st();
+        let mut first: HashMap<&str, (i64, i64)> = HashMap::new();
+        for id in ids {
+            if let Some(o) = st.out.get(id) {
+                let e = first.entry(o.key.as_str()).or_insert((o.end, *id));
+                *e = (*e).min((o.end, *id));
+            }
+        }
+        let follower = ids
+            .iter()
+            .map(|id| st.out.get(id).is_some_and(|o| first.get(o.key.as_str()) != Some(&(o.end, *id))))
+            .collect();
+        (ids.iter().map(|id| st.out.get(id).map(|o| o.end)).collect(), follower)
+    }
+
+    /// The commit position of stream events in flight (`None` for a held head: it has one).
+    fn positions(&self, ids: &[i64]) -> Vec<Option<i64>> {
+        let st = self.st();
+        ids.iter().map(|id| st.out.get(id).map(|o| o.end)).collect()
+    }
+}
+
+impl Driver for Streamed {
+    async fn acquire(&self, shutdown: &CancellationToken) -> bool {
+        if !self.lock.acquire(shutdown).await {
+            return false;
+        }
+        let mut said = None;
+        loop {
+            match self.prepare().await {
+                Ok(()) => return true,
+                Err(e) => {
+                    if said.as_ref() != Some(&e) {
+                        tracing::error!(source = %self.source, slot = %self.names().slot, "{e}; trying again every {}s", STANDBY_RETRY.as_secs());
+                        said = Some(e);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(STANDBY_RETRY) => {}
+            }
+        }
+    }
+
+    /// An ended session's events in flight may or may not have reached the broker: the next
+    /// session reads again from the slot's position and sends what the table shows unsettled.
+    fn reset(&self) {
+        *self.st() = State::default();
+    }
+
+    async fn unlock(&self) {
+        self.lock.release().await
+    }
+
+    async fn claim(&self, _owner: Uuid, batch: i64, _lease: Duration) -> Result<Vec<ClaimedRow>, StoreError> {
+        let mut slot = self.lock.conn().await;
+        let Some(conn) = slot.as_mut() else {
+            return Err(StoreError::Invalid("this relay no longer holds the slot's lock".into()));
+        };
+        let res = self.claim_on(conn, batch).await;
+        if res.is_err() {
+            // The lock lives and dies with this connection: assume it is gone.
+            *slot = None;
+        }
+        res
+    }
+
+    /// Events given back (unconfirmed, or not sent when a session ends) are held, so they go
+    /// out again in their key's order.
+    async fn release(&self, _owner: Uuid, ids: &[i64]) -> Result<u64, StoreError> {
+        let hold: Vec<(i64, i64)> =
+            ids.iter().zip(self.positions(ids)).filter_map(|(id, at)| at.map(|at| (*id, at))).collect();
+        let n = hold_rows(&self.pool, &hold).await?;
+        self.settle(ids);
+        Ok(n)
+    }
+
+    fn leased(&self) -> bool {
+        false
+    }
+
+    async fn mark_bad(&self, id: i64, _owner: Uuid, reason: &str) -> Result<AttemptOutcome, StoreError> {
+        let at = self.positions(&[id])[0];
+        let done = sqlx::query_scalar!(
+            "UPDATE outbox SET status = 'failed', attempts = attempts + 1, last_error = $2,
+                               stream_lsn = coalesce(stream_lsn, $3)
+              WHERE id = $1 AND status = 'pending' RETURNING id",
+            id,
+            super::store::clip(reason),
+            at
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        self.settle(&[id]);
+        Ok(if done.is_some() { AttemptOutcome::Failed } else { AttemptOutcome::NotOwned })
+    }
+
+    async fn write_marks(
+        &self,
+        _owner: Uuid,
+        max_attempts: i32,
+        published: &[i64],
+        failed: &[FailedAttempt],
+    ) -> Result<Written, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let changed = super::store::mark_published(&mut *tx, published).await?;
+        let mut outcomes = Vec::new();
+        if !failed.is_empty() {
+            let ids: Vec<i64> = failed.iter().map(|a| a.id).collect();
+            let reasons: Vec<String> = failed.iter().map(|a| super::store::clip(&a.reason)).collect();
+            let retry: Vec<f64> = failed.iter().map(|a| a.retry_in.as_secs_f64()).collect();
+            let (at, follower) = self.followers(&ids);
+            let rows = sqlx::query!(
+                r#"WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::float8[], $5::bigint[], $6::bool[])
+                                       AS f(id, reason, retry, at, follower)),
+                        b AS (SELECT f.*, f.follower OR EXISTS (
+                                SELECT 1 FROM outbox o, outbox p
+                                 WHERE o.id = f.id AND p.id <> f.id
+                                   AND p.stream_lsn IS NOT NULL AND p.status IN ('pending', 'failed')
+                                   AND coalesce(CASE WHEN $7::text IS NULL THEN p.routing_key ELSE p.headers->>$7 END, '')
+                                     = coalesce(CASE WHEN $7::text IS NULL THEN o.routing_key ELSE o.headers->>$7 END, '')
+                                   AND (p.stream_lsn, p.id) < (coalesce(o.stream_lsn, f.at), f.id)) AS behind
+                                FROM f)
+                 UPDATE outbox o
+                    SET attempts = o.attempts + CASE WHEN b.behind THEN 0 ELSE 1 END,
+                        last_error = CASE WHEN b.behind THEN 'held behind an earlier event of its key; refused: ' || b.reason
+                                          ELSE b.reason END,
+                        status = CASE WHEN NOT b.behind AND o.attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
+                        next_attempt_at = CASE WHEN b.behind THEN o.next_attempt_at
+                                               ELSE now() + make_interval(secs => b.retry) END,
+                        stream_lsn = coalesce(o.stream_lsn, b.at)
+                   FROM b
+                  WHERE o.id = b.id AND o.status = 'pending'
+                 RETURNING o.id, o.status"#,
+                &ids,
+                &reasons,
+                &retry,
+                max_attempts,
+                &at as &[Option<i64>],
+                &follower,
+                self.order.header()
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            outcomes = rows
+                .into_iter()
+                .map(|r| (r.id, if r.status == "failed" { AttemptOutcome::Failed } else { AttemptOutcome::Retry }))
+                .collect();
+        }
+        tx.commit().await?;
+        self.settle(published);
+        self.settle(&failed.iter().map(|a| a.id).collect::<Vec<_>>());
+        Ok((changed, outcomes))
+    }
+
+    /// A flush given up leaves its events unsettled, which would hold the slot where it is:
+    /// the session ends at its next claim and the next one sends them again.
+    fn flushed(&self, ids: &[i64]) {
+        let mut st = self.st();
+        if ids.iter().any(|id| st.out.contains_key(id)) {
+            st.broken = true;
+        }
+    }
+
+    fn refused(&self, id: i64) {
+        self.st().refused.insert(id);
+    }
+
+    fn lane_key<'r>(&self, row: &'r ClaimedRow) -> Cow<'r, [u8]> {
+        match self.order.of(&row.routing_key, &row.headers) {
+            Cow::Borrowed(k) => Cow::Borrowed(k.as_bytes()),
+            Cow::Owned(k) => Cow::Owned(k.into_bytes()),
+        }
+    }
+
+    async fn listen(&self) -> Option<PgListener> {
+        super::native::listen_retries(&self.pool).await
+    }
+}
+
+/// Rows of the table by id, for held heads and events the stream carried unreadably.
+async fn rows_by_id(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<ClaimedRow>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_as!(
+        ClaimedRow,
+        r#"SELECT id, event_id::text AS "event_id!", event_type, exchange, routing_key, payload, content_type,
+                  headers, created_at, attempts, next_attempt_at
+             FROM outbox WHERE id = ANY($1) ORDER BY id"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?)
+}
+
+/// Holds events the stream passes unpublished: each keeps its commit's position.
+async fn hold_rows(db: impl sqlx::PgExecutor<'_>, hold: &[(i64, i64)]) -> Result<u64, StoreError> {
+    if hold.is_empty() {
+        return Ok(0);
+    }
+    let (ids, at): (Vec<i64>, Vec<i64>) = hold.iter().copied().unzip();
+    let res = sqlx::query!(
+        "UPDATE outbox o SET stream_lsn = h.at
+           FROM unnest($1::bigint[], $2::bigint[]) AS h(id, at)
+          WHERE o.id = h.id AND o.status = 'pending' AND o.stream_lsn IS NULL",
+        &ids,
+        &at
+    )
+    .execute(db)
+    .await?;
+    Ok(res.rows_affected())
+}

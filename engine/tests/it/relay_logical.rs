@@ -1,0 +1,417 @@
+//! The commit-stream relay (`capture = "logical"`) against the real PostgreSQL (wal_level =
+//! logical) and RabbitMQ: each key's events in commit order under concurrent writers, none
+//! lost; a refused head holds its key only until it is retried; a relay killed mid-stream
+//! loses nothing; a standby takes the slot over; the slot moves, also on an idle database.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    sync::atomic::Ordering::Relaxed,
+    time::Duration,
+};
+
+use engine::{
+    auth::{Principal, Role},
+    outbox::{
+        logical::slot::{self, Names},
+        relay::{self, RelayStats},
+    },
+    settings::{Capture, OrderKey, RelaySettings},
+    sources::{
+        Source,
+        actions::{self, Action, Actor},
+        mapping::Cols,
+    },
+    testing::{amqp_url, fresh_db, unique},
+};
+use lapin::{
+    Channel, Connection, ExchangeKind,
+    options::{
+        BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
+        QueueDeleteOptions,
+    },
+    types::FieldTable,
+};
+use rand::Rng;
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+fn cfg(order: OrderKey) -> RelaySettings {
+    RelaySettings { window: 64, batch: 100, capture: Capture::Logical { order }, ..super::relay::cfg() }
+}
+
+struct Relay {
+    stop: CancellationToken,
+    handle: JoinHandle<anyhow::Result<()>>,
+    stats: Arc<RelayStats>,
+}
+
+fn start(pool: &PgPool, cfg: RelaySettings) -> Relay {
+    let stop = CancellationToken::new();
+    let stats = Arc::new(RelayStats::default());
+    let handle = tokio::spawn(relay::run(pool.clone(), amqp_url(), cfg, stats.clone(), stop.clone()));
+    Relay { stop, handle, stats }
+}
+
+impl Relay {
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .expect("relay stops within 30 s")
+            .expect("relay task did not panic")
+            .expect("relay returns Ok on shutdown");
+    }
+}
+
+struct Broker {
+    conn: Connection,
+    ch: Channel,
+    exchange: String,
+    queue: String,
+}
+
+async fn broker(keys: &[&str]) -> Broker {
+    let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let (exchange, queue) = (unique("test.stream.x"), unique("test.stream.q"));
+    let opts = ExchangeDeclareOptions::default();
+    ch.exchange_declare(exchange.as_str().into(), ExchangeKind::Direct, opts, FieldTable::default()).await.unwrap();
+    ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    let b = Broker { conn, ch, exchange, queue };
+    for k in keys {
+        b.bind(k).await;
+    }
+    b
+}
+
+impl Broker {
+    async fn bind(&self, key: &str) {
+        let (q, x) = (self.queue.as_str().into(), self.exchange.as_str().into());
+        self.ch.queue_bind(q, x, key.into(), QueueBindOptions::default(), FieldTable::default()).await.unwrap();
+    }
+
+    /// The bodies now in the queue, in queue order, as JSON.
+    async fn drain(&self) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while let Some(m) =
+            self.ch.basic_get(self.queue.as_str().into(), BasicGetOptions { no_ack: true }).await.unwrap()
+        {
+            out.push(serde_json::from_slice(&m.delivery.data).unwrap());
+        }
+        out
+    }
+
+    async fn delete(self) {
+        self.ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
+        self.ch.exchange_delete(self.exchange.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
+        let _ = self.conn.close(200, "test done".into()).await;
+    }
+}
+
+/// One service transaction: `events` events of `key`, numbered by a per-key counter taken
+/// inside the transaction (so their numbers are the key's commit order), with ids drawn from
+/// the sequence *before* the counter's row lock, so ids often disagree with commit order.
+async fn write(pool: &PgPool, exchange: &str, routing_key: &str, key: &str, events: usize, pause_ms: u64) -> Vec<i64> {
+    let mut tx = pool.begin().await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..events {
+        ids.push(sqlx::query_scalar!(r#"SELECT nextval('outbox_id_seq') AS "id!""#).fetch_one(&mut *tx).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+    // Runtime-checked: the test's own table.
+    let n: i32 = sqlx::query_scalar(
+        "INSERT INTO public.key_counter (k, n) VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET n = key_counter.n + 1 RETURNING n",
+    )
+    .bind(key)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    for (part, id) in ids.iter().enumerate() {
+        let body = json!({ "k": key, "n": n, "part": part, "id": id });
+        sqlx::query!(
+            "INSERT INTO outbox (id, event_type, exchange, routing_key, payload, headers) VALUES ($1, 'order.changed', $2, $3, $4, $5)",
+            id,
+            exchange,
+            routing_key,
+            body.to_string().into_bytes(),
+            json!({ "order_id": key })
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    ids
+}
+
+async fn counter_table(pool: &PgPool) {
+    // Runtime-checked: the test's own table.
+    sqlx::raw_sql("CREATE TABLE public.key_counter (k text PRIMARY KEY, n int NOT NULL)").execute(pool).await.unwrap();
+}
+
+async fn wait_until(pool: &PgPool, what: &str, done: impl Fn(i64) -> bool, sql: &'static str) -> i64 {
+    let mut last = -1;
+    for _ in 0..600 {
+        // Runtime-checked: the count query each test passes.
+        last = sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap();
+        if done(last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: `{sql}` stayed at {last}");
+}
+
+/// Each key's events as the consumer saw them: in commit order (by the key's counter, then
+/// the part within the transaction), none missing. Returns (messages, duplicates).
+fn check_order(seen: &[serde_json::Value], written: &HashMap<i64, (String, i64)>) -> (usize, usize) {
+    let mut last: HashMap<String, (i64, i64)> = HashMap::new();
+    let mut ids = HashSet::new();
+    let mut dups = 0;
+    for m in seen {
+        let (k, n, part, id) = (
+            m["k"].as_str().unwrap(),
+            m["n"].as_i64().unwrap(),
+            m["part"].as_i64().unwrap(),
+            m["id"].as_i64().unwrap(),
+        );
+        if !ids.insert(id) {
+            dups += 1;
+            continue;
+        }
+        let at = (n, part);
+        if let Some(prev) = last.get(k) {
+            assert!(at > *prev, "key {k}: event {at:?} (id {id}) arrived after {prev:?}");
+        }
+        last.insert(k.to_string(), at);
+    }
+    let missing: Vec<_> = written.keys().filter(|id| !ids.contains(id)).collect();
+    assert!(missing.is_empty(), "{} events never arrived: {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    (seen.len(), dups)
+}
+
+#[tokio::test]
+async fn each_key_arrives_in_commit_order_under_concurrent_writers_and_none_is_lost() {
+    let db = fresh_db().await;
+    counter_table(&db.pool).await;
+    let b = broker(&["orders"]).await;
+    let relay = start(&db.pool, cfg(OrderKey::Header("order_id".into())));
+    // Rows written before the slot exists go out in id order (docs/OUTBOX.md): start after it.
+    slot_made(&db).await;
+
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (pool, exchange) = (db.pool.clone(), b.exchange.clone());
+        writers.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for i in 0..40 {
+                let (key, events, pause) = {
+                    let mut r = rand::rng();
+                    (format!("order-{}", r.random_range(0..12)), r.random_range(1..=2), r.random_range(0..4))
+                };
+                for id in write(&pool, &exchange, "orders", &key, events, pause).await {
+                    out.push((id, key.clone(), (w * 1000 + i) as i64));
+                }
+            }
+            out
+        }));
+    }
+    let mut written = HashMap::new();
+    for w in writers {
+        for (id, key, t) in w.await.unwrap() {
+            written.insert(id, (key, t));
+        }
+    }
+    let total = written.len() as i64;
+    wait_until(&db.pool, "all published", |n| n == total, "SELECT count(*) FROM outbox WHERE status = 'published'")
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = b.drain().await;
+    let (_, dups) = check_order(&seen, &written);
+    assert_eq!(dups, 0, "a clean run sends each event once");
+    // The test did what it meant to: some events of one key committed in the other order
+    // than their ids.
+    let inversions =
+        seen.windows(2).filter(|w| w[0]["k"] == w[1]["k"] && w[0]["id"].as_i64() > w[1]["id"].as_i64()).count();
+    assert!(inversions > 0, "no key had events whose ids disagree with their commit order");
+    // The slot moved past everything: nothing held back.
+    let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
+    let st = slot::status(&db.pool, &names.slot).await.unwrap().expect("the relay made its slot");
+    let now: i64 = sqlx::query_scalar!(r#"SELECT (pg_current_wal_lsn() - '0/0')::bigint AS "x!""#)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(st.confirmed.unwrap() > 0 && st.confirmed.unwrap() <= now);
+    let held: i64 = count!(&db.pool, "SELECT count(*) FROM outbox WHERE stream_lsn IS NOT NULL");
+    assert_eq!(held, 0, "nothing was held");
+    relay.stop().await;
+    b.delete().await;
+}
+
+async fn slot_made(db: &engine::testing::TestDb) -> slot::SlotStatus {
+    let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
+    for _ in 0..200 {
+        if let Some(s) = slot::status(&db.pool, &names.slot).await.unwrap() {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the relay made no slot");
+}
+
+fn native_source(pool: &PgPool) -> Source {
+    Source {
+        name: engine::sources::NATIVE.into(),
+        pool: pool.clone(),
+        cols: Cols::native(),
+        stuck_after: Duration::from_secs(600),
+        stuck_attempts: 3,
+        relay: true,
+        poll: Duration::from_millis(250),
+        capture: Capture::Logical { order: OrderKey::RoutingKey },
+    }
+}
+
+#[tokio::test]
+async fn a_refused_head_holds_its_key_only_and_its_retry_releases_the_key_in_order() {
+    let db = fresh_db().await;
+    counter_table(&db.pool).await;
+    let b = broker(&["ok"]).await;
+    let relay = start(&db.pool, RelaySettings { max_attempts: 2, ..cfg(OrderKey::RoutingKey) });
+    let mut written = HashMap::new();
+    for (i, rk) in ["nowhere", "ok", "nowhere", "ok", "nowhere", "ok"].iter().enumerate() {
+        for id in write(&db.pool, &b.exchange, rk, rk, 1, 0).await {
+            written.insert(id, (rk.to_string(), i as i64));
+        }
+    }
+    wait_until(&db.pool, "ok published", |n| n == 3, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
+    wait_until(&db.pool, "the head failed", |n| n == 1, "SELECT count(*) FROM outbox WHERE status = 'failed'").await;
+    let rows = sqlx::query!(
+        r#"SELECT id, status, attempts, stream_lsn IS NOT NULL AS "held!", last_error FROM outbox WHERE routing_key = 'nowhere' ORDER BY id"#
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(), ["failed", "pending", "pending"]);
+    assert!(rows.iter().all(|r| r.held), "all three keep their commit position");
+    assert_eq!(rows[0].attempts, 2, "the head used its attempts");
+    assert!(rows[0].last_error.as_deref().unwrap_or("").contains("NO_ROUTE"), "{:?}", rows[0].last_error);
+    let seen = b.drain().await;
+    assert_eq!(
+        seen.iter().map(|m| m["k"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["ok", "ok", "ok"],
+        "other keys went on"
+    );
+
+    // The relay dies (its task dropped, its sessions closed) while the key is held; the next
+    // one keeps holding it, also for an event written after.
+    relay.handle.abort();
+    let _ = relay.handle.await;
+    let relay = start(&db.pool, RelaySettings { max_attempts: 2, ..cfg(OrderKey::RoutingKey) });
+    let late = write(&db.pool, &b.exchange, "nowhere", "nowhere", 1, 0).await[0];
+    wait_until(
+        &db.pool,
+        "the late event held",
+        |n| n == 1,
+        "SELECT count(*) FROM outbox WHERE stream_lsn IS NOT NULL AND id = (SELECT max(id) FROM outbox)",
+    )
+    .await;
+    let late_row =
+        sqlx::query!(r#"SELECT status, attempts FROM outbox WHERE id = $1"#, late).fetch_one(&db.pool).await.unwrap();
+    assert_eq!((late_row.status.as_str(), late_row.attempts), ("pending", 0), "held, not tried");
+    let mut order: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    order.push(late);
+
+    // The route exists now; an operator retries the head, through the console's action.
+    b.bind("nowhere").await;
+    let p = Principal { username: "olga".into(), role: Role::Operator };
+    let actor = Actor { principal: &p, ip: None };
+    let head = rows[0].id.to_string();
+    let n =
+        actions::act_on_ids(&db.pool, &native_source(&db.pool), Action::Retry, &[head], None, &actor).await.unwrap();
+    assert_eq!(n, 1);
+    wait_until(&db.pool, "all published", |n| n == 7, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let seen = b.drain().await;
+    let ids: Vec<i64> = seen.iter().map(|m| m["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, order, "the held key's events, in commit order, once");
+    relay.stop().await;
+    b.delete().await;
+}
+
+#[tokio::test]
+async fn a_relay_killed_mid_stream_loses_nothing_and_a_standby_takes_the_slot_over() {
+    let db = fresh_db().await;
+    counter_table(&db.pool).await;
+    let b = broker(&["orders"]).await;
+    let c = cfg(OrderKey::Header("order_id".into()));
+    let first = start(&db.pool, c.clone());
+    let standby = start(&db.pool, c.clone());
+    slot_made(&db).await;
+    let writer = {
+        let (pool, exchange) = (db.pool.clone(), b.exchange.clone());
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            for i in 0..600 {
+                let key = format!("order-{}", i % 7);
+                for id in write(&pool, &exchange, "orders", &key, 1 + i % 2, 0).await {
+                    out.push((id, key.clone()));
+                }
+            }
+            out
+        })
+    };
+    // Whichever took the slot is killed mid-stream: its task dropped with confirms in flight and
+    // marks unwritten, its database sessions (and the slot's lock) closed.
+    wait_until(&db.pool, "some published", |n| n >= 100, "SELECT count(*) FROM outbox WHERE status = 'published'")
+        .await;
+    let (victim, survivor) = if first.stats.active.load(Relaxed) { (first, standby) } else { (standby, first) };
+    victim.handle.abort();
+    let _ = victim.handle.await;
+    let written: HashMap<i64, (String, i64)> = writer.await.unwrap().into_iter().map(|(id, k)| (id, (k, 0))).collect();
+    let total = written.len() as i64;
+    wait_until(
+        &db.pool,
+        "the standby published the rest",
+        |n| n == total,
+        "SELECT count(*) FROM outbox WHERE status = 'published'",
+    )
+    .await;
+    assert!(survivor.stats.active.load(Relaxed), "the standby holds the slot");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = b.drain().await;
+    let (_, dups) = check_order(&seen, &written);
+    let bound = engine::outbox::marks::duplicate_bound(&c);
+    assert!(dups <= bound, "{dups} duplicates, bound {bound}");
+    survivor.stop().await;
+    b.delete().await;
+}
+
+#[tokio::test]
+async fn an_idle_database_still_moves_the_slot() {
+    let db = fresh_db().await;
+    let b = broker(&["orders"]).await;
+    let relay = start(&db.pool, cfg(OrderKey::RoutingKey));
+    let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
+    let before = slot_made(&db).await.confirmed.expect("a logical slot has a position");
+    // Write-ahead log from elsewhere in the cluster, none of it the outbox's.
+    // Runtime-checked: a table of the test's own.
+    sqlx::raw_sql("CREATE TABLE public.other (x int); INSERT INTO public.other SELECT generate_series(1, 1000)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut after = before;
+    for _ in 0..300 {
+        after = slot::status(&db.pool, &names.slot).await.unwrap().and_then(|s| s.confirmed).unwrap_or(0);
+        if after > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(after > before, "the heartbeat moved the slot ({before} → {after})");
+    relay.stop().await;
+    b.delete().await;
+}
