@@ -13,8 +13,8 @@
 //!   they reach the broker in commit order. A key is *held* once one of its events is refused
 //!   (returned, nacked, a bad row) or unconfirmed: that event and every later one of its key
 //!   keep their commit's position in `outbox.stream_lsn`, written before the slot may pass
-//!   them. Held events go out one at a time per key, oldest first, as their retries fall due;
-//!   a head that failed for good waits for an operator's retry or archive. Other keys go on.
+//!   them. Held events go out in their key's order, from its head on, as far as they are
+//!   due; a head that failed for good waits for an operator's retry or archive. Other keys go on.
 //!   A later event of the key refused too (it was in flight with its head) is only held
 //!   behind it, with no attempt counted; one the broker accepted meanwhile is not called back;
 //! - the slot moves to the end of the last commit whose every event is settled durably
@@ -153,7 +153,7 @@ impl Streamed {
 
     /// Rows pending when the slot was made (written by polling's time, or before this relay
     /// first ran) are not in its stream: they are held at the slot's start, so they go out
-    /// one at a time per key, in id order, before the key's streamed events.
+    /// in id order per key, before the key's streamed events.
     async fn adopt_backlog(&self) -> Result<(), sqlx::Error> {
         let at = slot::status(&self.pool, &self.names().slot).await?.and_then(|s| s.confirmed).unwrap_or(0);
         let n = sqlx::query!("UPDATE outbox SET stream_lsn = $1 WHERE status = 'pending' AND stream_lsn IS NULL", at)
@@ -161,7 +161,7 @@ impl Streamed {
             .await?
             .rows_affected();
         if n > 0 {
-            tracing::info!(source = %self.source, rows = n, "rows written before the slot are held: sent one at a time per key, in id order");
+            tracing::info!(source = %self.source, rows = n, "rows written before the slot are held: sent in id order per key");
         }
         Ok(())
     }
@@ -174,25 +174,44 @@ impl Streamed {
             let at = slot::status(&mut *conn, &self.names().slot).await?.and_then(|s| s.confirmed).unwrap_or(0);
             self.st().advanced = at;
         }
-        // The held keys, and the head of each that is due and not in flight.
+        // The held keys, and of each the run of due events from its head on (in flight or
+        // not): those not in flight go out, in the key's order, on its channel.
         let header = self.order.header();
         let held = sqlx::query!(
-            r#"SELECT DISTINCT ON (k) k AS "key!", id AS "id!", status AS "status!", due AS "due!"
-                 FROM (SELECT coalesce(CASE WHEN $1::text IS NULL THEN routing_key ELSE headers->>$1 END, '') AS k,
-                              id, status, next_attempt_at <= now() AS due, stream_lsn
-                         FROM outbox
-                        WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')) h
-                ORDER BY k, stream_lsn, id"#,
-            header
+            r#"SELECT k AS "key!", id AS "id!", run AS "run!"
+                 FROM (SELECT k, id, row_number() OVER w AS rn,
+                              bool_and(status = 'pending' AND next_attempt_at <= now()) OVER w AS run
+                         FROM (SELECT coalesce(CASE WHEN $1::text IS NULL THEN routing_key ELSE headers->>$1 END, '') AS k,
+                                      id, status, next_attempt_at, stream_lsn
+                                 FROM outbox
+                                WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')) h
+                       WINDOW w AS (PARTITION BY k ORDER BY stream_lsn, id)) x
+                WHERE rn = 1 OR (run AND rn <= $2)
+                ORDER BY k, rn"#,
+            header,
+            batch
         )
         .fetch_all(&mut *conn)
         .await?;
         let mut held_keys: HashSet<String> = held.iter().map(|h| h.key.clone()).collect();
         let heads: Vec<i64> = {
             let st = self.st();
-            held.iter().filter(|h| h.status == "pending" && h.due && !st.heads.contains(&h.id)).map(|h| h.id).collect()
+            // A key whose event was just refused waits until that refusal is written.
+            let refused: HashSet<&str> = held
+                .iter()
+                .filter(|h| st.refused.contains(&h.id))
+                .map(|h| h.key.as_str())
+                .chain(st.refused.iter().filter_map(|id| st.out.get(id)).map(|o| o.key.as_str()))
+                .collect();
+            held.iter()
+                .filter(|h| h.run && !st.heads.contains(&h.id) && !refused.contains(h.key.as_str()))
+                .map(|h| h.id)
+                .take(batch as usize)
+                .collect()
         };
-        let mut rows = rows_by_id(&mut *conn, &heads).await?;
+        let mut by_id: HashMap<i64, ClaimedRow> =
+            rows_by_id(&mut *conn, &heads).await?.into_iter().map(|r| (r.id, r)).collect();
+        let mut rows: Vec<ClaimedRow> = heads.iter().filter_map(|id| by_id.remove(id)).collect();
         self.st().heads.extend(rows.iter().map(|r| r.id));
 
         let (txns, reread) = self.read(conn, batch).await?;

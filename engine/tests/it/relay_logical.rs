@@ -415,3 +415,22 @@ async fn an_idle_database_still_moves_the_slot() {
     relay.stop().await;
     b.delete().await;
 }
+
+#[tokio::test]
+async fn rows_written_before_the_slot_go_out_in_id_order_per_key() {
+    let db = fresh_db().await;
+    counter_table(&db.pool).await;
+    let b = broker(&["orders"]).await;
+    // Written while the outbox was polled (or before the relay first ran): not in the stream.
+    let mut ids = Vec::new();
+    for _ in 0..400 {
+        ids.extend(write(&db.pool, &b.exchange, "orders", "one-hot-key", 1, 0).await);
+    }
+    let relay = start(&db.pool, cfg(OrderKey::RoutingKey));
+    wait_until(&db.pool, "all published", |n| n == 400, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let seen: Vec<i64> = b.drain().await.iter().map(|m| m["id"].as_i64().unwrap()).collect();
+    assert_eq!(seen, ids, "one key's backlog, in id order, once");
+    relay.stop().await;
+    b.delete().await;
+}
