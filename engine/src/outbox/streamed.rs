@@ -176,6 +176,9 @@ impl Streamed {
         }
         // The held keys, and of each the run of due events from its head on (in flight or
         // not): those not in flight go out, in the key's order, on its channel.
+        // Taken before the query: a head leaves the set only after its mark committed, so one
+        // missing from this copy is either not in flight or already marked when the query starts.
+        let in_flight: HashSet<i64> = self.st().heads.clone();
         let header = self.order.header();
         let held = sqlx::query!(
             r#"SELECT k AS "key!", id AS "id!", run AS "run!"
@@ -204,7 +207,7 @@ impl Streamed {
                 .chain(st.refused.iter().filter_map(|id| st.out.get(id)).map(|o| o.key.as_str()))
                 .collect();
             held.iter()
-                .filter(|h| h.run && !st.heads.contains(&h.id) && !refused.contains(h.key.as_str()))
+                .filter(|h| h.run && !in_flight.contains(&h.id) && !refused.contains(h.key.as_str()))
                 .map(|h| h.id)
                 .take(batch as usize)
                 .collect()
