@@ -6,7 +6,7 @@
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
-pub use capture::{Capture, OrderKey};
+pub use capture::{Capture, OrderKey, parse as parse_capture};
 pub use downloads::DownloadSettings;
 pub use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;

@@ -98,40 +98,11 @@ async fn sweep(admin: &mut PgConnection) {
     .await
     .unwrap_or_default();
     for name in old {
-        drop_slots(admin, &name).await;
+        crate::outbox::logical::slots::drop_all_of(admin, &name).await;
         // Runtime-checked: DROP DATABASE of a name found at run time.
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
             .execute(&mut *admin)
             .await;
-    }
-}
-
-/// Drops the database's logical replication slots (a commit-stream test's), which would
-/// otherwise keep PostgreSQL from dropping it; a session still reading one is ended first.
-async fn drop_slots(admin: &mut PgConnection, db: &str) {
-    let _ = sqlx::query!(
-        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL",
-        db
-    )
-    .fetch_all(&mut *admin)
-    .await;
-    for _ in 0..20 {
-        // Runtime-checked: the function returns void, which the macros cannot type.
-        let dropped = sqlx::query(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active",
-        )
-        .bind(db)
-        .execute(&mut *admin)
-        .await;
-        let left: i64 =
-            sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM pg_replication_slots WHERE database = $1"#, db)
-                .fetch_one(&mut *admin)
-                .await
-                .unwrap_or(0);
-        if dropped.is_ok() && left == 0 {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 
@@ -182,7 +153,7 @@ impl Drop for TestDb {
             rt.block_on(async {
                 let mut conn = PgConnection::connect(&admin).await.ok()?;
                 // Runtime-checked: DROP DATABASE of a name made at run time.
-                drop_slots(&mut conn, &name).await;
+                crate::outbox::logical::slots::drop_all_of(&mut conn, &name).await;
                 let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
                 sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.ok()
             })

@@ -65,6 +65,10 @@ pub enum BenchCommand {
         /// window 128 (the relay's ceiling beyond one channel).
         #[arg(long, default_value_t = 4)]
         publishers: usize,
+        /// How the relay finds the rows: `poll` or `logical` (the commit stream); default
+        /// `relay.capture` of the settings.
+        #[arg(long)]
+        capture: Option<String>,
     },
     /// The dead-letter ingester against a consumer that only acks.
     Ingest {
@@ -128,9 +132,14 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum, rounds, publishers } => {
+        BenchCommand::Relay { events, window, sample, latency_secs, source, quorum, rounds, publishers, capture } => {
             QUORUM.store(quorum, Relaxed);
-            relay::run(settings, events, &window, sample, latency_secs, &source, rounds, publishers).await
+            let mut settings = settings.clone();
+            if let Some(c) = capture {
+                settings.relay.capture =
+                    engine::settings::parse_capture(Some(&c), None).map_err(|e| anyhow::anyhow!("--capture: {e}"))?;
+            }
+            relay::run(&settings, events, &window, sample, latency_secs, &source, rounds, publishers).await
         }
         BenchCommand::Ingest { messages, quorum, prefill } => {
             QUORUM.store(quorum, Relaxed);
@@ -191,6 +200,8 @@ impl Scratch {
         self.pool.close().await;
         let res = async {
             let mut conn = PgConnection::connect_with(&self.admin).await?;
+            // A commit-stream relay's slot would keep the database from being dropped.
+            engine::outbox::logical::slots::drop_all_of(&mut conn, &self.name).await;
             // Runtime-checked: DROP DATABASE of a name made at run time.
             sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
                 .execute(&mut conn)

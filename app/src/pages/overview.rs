@@ -49,6 +49,10 @@ pub fn OverviewPage() -> impl IntoView {
                                             {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none pending".into())}
                                         </div>
                         <div class="text-xs muted" data-testid="source-relay">{s.relay.clone()}</div>
+                        {s.stream.clone().map(|st| view! {
+                            <div class="text-xs muted" data-testid="source-stream">{st.line}</div>
+                            {st.held.map(|h| view! { <div class="text-xs text-red-700 dark:text-red-300" data-testid="source-held">{h}</div> })}
+                        })}
                                     </a>
                                 }
                             }).collect_view()}

@@ -225,6 +225,8 @@ pub async fn write(pool: &PgPool, names: &Names, plan: &Plan) -> Result<Written,
         "x-tenant": plan.tenant,
         "traceparent": traceparent(),
         "x-schema-version": schema,
+        // The aggregate: the demo's commit-stream relay keeps each order's events in order.
+        "x-order-id": order_id.to_string(),
     });
     let event = NewEvent::new(step.event_type(), names.exchange(), step.routing_key(), payload)
         .with_event_id(plan.event_id)

@@ -18,8 +18,8 @@ pub const STANDBY_RETRY: Duration = Duration::from_secs(2);
 pub(crate) enum LockOn {
     /// A mapped table, by its oid (`revenant.relay:<oid>`).
     Table(String),
-    /// A commit-stream source, by name (`revenant.stream:<source>`; advisory locks are per
-    /// database).
+    /// A commit-stream source, by its slot's name (`revenant.stream:<slot>`; the console's
+    /// slot list finds the slot's reader by this lock).
     Slot(String),
 }
 

@@ -63,7 +63,8 @@ pub(crate) struct Streamed {
     /// cluster-wide: two databases' relays must not share one). Known once prepared.
     names: std::sync::OnceLock<Names>,
     order: OrderKey,
-    lock: Standby,
+    /// Keyed by the slot's name, so made once the names are known.
+    lock: std::sync::OnceLock<Standby>,
     state: Mutex<State>,
 }
 
@@ -109,14 +110,46 @@ struct Txn {
 
 impl Streamed {
     pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey) -> Self {
-        // Advisory locks are per database: the source's name is enough.
-        let lock = Standby::new(source, pool.clone(), LockOn::Slot(source.to_string()));
-        Self { source: source.to_string(), pool, names: Default::default(), order, lock, state: Mutex::default() }
+        Self {
+            source: source.to_string(),
+            pool,
+            names: Default::default(),
+            order,
+            lock: Default::default(),
+            state: Mutex::default(),
+        }
     }
 
     fn names(&self) -> &Names {
         static UNSET: std::sync::LazyLock<Names> = std::sync::LazyLock::new(|| Names::for_source(""));
         self.names.get().unwrap_or(&UNSET)
+    }
+
+    /// The slot's lock, once the names are known (see [`Self::name`]).
+    fn lock(&self) -> Option<&Standby> {
+        self.lock.get()
+    }
+
+    /// Learns the publication's and slot's names (they hold the database's), waiting for the
+    /// database; false on shutdown.
+    async fn name(&self, shutdown: &CancellationToken) -> bool {
+        while self.names.get().is_none() {
+            match Names::of_source(&self.pool, &self.source).await {
+                Ok(names) => {
+                    let lock = Standby::new(&self.source, self.pool.clone(), LockOn::Slot(names.slot.clone()));
+                    let _ = self.lock.set(lock);
+                    let _ = self.names.set(names);
+                }
+                Err(e) => {
+                    tracing::warn!(source = %self.source, error = %e, "cannot read the source's database name; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return false,
+                        _ = tokio::time::sleep(STANDBY_RETRY) => {}
+                    }
+                }
+            }
+        }
+        true
     }
 
     fn st(&self) -> std::sync::MutexGuard<'_, State> {
@@ -126,13 +159,6 @@ impl Streamed {
     /// What the source lacks for the stream, in one line; creates the publication and the
     /// slot when they are missing.
     async fn prepare(&self) -> Result<(), String> {
-        if self.names.get().is_none() {
-            let db: String = sqlx::query_scalar!(r#"SELECT current_database()::text AS "db!""#)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| format!("cannot read the database's name: {e}"))?;
-            let _ = self.names.set(Names::for_source(&format!("{db}_{}", self.source)));
-        }
         let names = self.names();
         slot::preflight(&self.pool, names).await?;
         let has = super::install::has_stream_held(&self.pool)
@@ -396,7 +422,11 @@ impl Streamed {
 
 impl Driver for Streamed {
     async fn acquire(&self, shutdown: &CancellationToken) -> bool {
-        if !self.lock.acquire(shutdown).await {
+        if !self.name(shutdown).await {
+            return false;
+        }
+        let Some(lock) = self.lock() else { return false };
+        if !lock.acquire(shutdown).await {
             return false;
         }
         let mut said = None;
@@ -424,11 +454,16 @@ impl Driver for Streamed {
     }
 
     async fn unlock(&self) {
-        self.lock.release().await
+        if let Some(lock) = self.lock() {
+            lock.release().await
+        }
     }
 
     async fn claim(&self, _owner: Uuid, batch: i64, _lease: Duration) -> Result<Vec<ClaimedRow>, StoreError> {
-        let mut slot = self.lock.conn().await;
+        let Some(lock) = self.lock() else {
+            return Err(StoreError::Invalid("this relay has not taken the slot's lock".into()));
+        };
+        let mut slot = lock.conn().await;
         let Some(conn) = slot.as_mut() else {
             return Err(StoreError::Invalid("this relay no longer holds the slot's lock".into()));
         };

@@ -130,6 +130,7 @@ async fn one_service_tick_writes_the_order_and_its_outbox_event_together() {
     let body: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(body["orderId"], created.order_id);
     assert!(headers["x-tenant"].is_string() && headers["traceparent"].is_string(), "{headers}");
+    assert!(headers["x-order-id"].is_string(), "the aggregate, for the commit-stream relay's order: {headers}");
 }
 
 #[tokio::test]

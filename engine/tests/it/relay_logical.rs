@@ -397,6 +397,11 @@ async fn an_idle_database_still_moves_the_slot() {
     let relay = start(&db.pool, cfg(OrderKey::RoutingKey));
     let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
     let before = slot_made(&db).await.confirmed.expect("a logical slot has a position");
+    // Between its reads the relay's session is the slot's reader: not "nobody reads it", and
+    // an admin cannot drop it from under the relay.
+    let listed = engine::outbox::logical::slots::list(&db.pool).await.unwrap();
+    let ours = listed.iter().find(|s| s.name == names.slot).expect("the slot is listed");
+    assert!(ours.active_pid.is_some(), "the relay reads its slot: {ours:?}");
     // Write-ahead log from elsewhere in the cluster, none of it the outbox's.
     // Runtime-checked: a table of the test's own.
     sqlx::raw_sql("CREATE TABLE public.other (x int); INSERT INTO public.other SELECT generate_series(1, 1000)")

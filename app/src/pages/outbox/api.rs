@@ -32,6 +32,16 @@ pub struct SourceHealthView {
     pub stuck_after_secs: i64,
     /// Who publishes the source: "relayed by HOST (instance …) · N/s", or why nobody does.
     pub relay: String,
+    /// For a source read from the commit stream: its slot, how far it lags and what is held.
+    pub stream: Option<StreamView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamView {
+    /// "commit stream · slot revenant_x · read now · holds back 12 KiB of WAL", or why not.
+    pub line: String,
+    /// "3 events held behind 1 failed event of their key: retry or archive it", when any.
+    pub held: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -111,6 +121,10 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
             None if src.relay => "no relay running for this source".to_string(),
             None => "published by its own service (relay = false)".to_string(),
         };
+        let stream = match &src.capture {
+            engine::settings::Capture::Logical { .. } if src.native() => Some(server::stream_view(src).await?),
+            _ => None,
+        };
         out.push(SourceHealthView {
             source: h.source,
             oldest_pending_secs: h.oldest_pending.map(|t| (now - t).num_seconds()),
@@ -119,6 +133,7 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
             failed: crate::format::count(h.failed.n, h.failed.capped),
             stuck_after_secs: src.stuck_after.as_secs() as i64,
             relay,
+            stream,
         });
     }
     Ok(out)

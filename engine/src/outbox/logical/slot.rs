@@ -31,6 +31,40 @@ impl Names {
     }
 }
 
+impl Names {
+    /// The names a commit-stream relay uses for `source` in the database of `db`: the database
+    /// is in them, since a slot is cluster-wide.
+    pub async fn of_source(db: impl PgExecutor<'_>, source: &str) -> Result<Names, sqlx::Error> {
+        let name: String = sqlx::query_scalar!(r#"SELECT current_database()::text AS "db!""#).fetch_one(db).await?;
+        Ok(Names::for_source(&format!("{name}_{source}")))
+    }
+}
+
+/// A commit-stream source as its card shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamCard {
+    pub slot: String,
+    /// None: the slot is not made yet (no relay has started).
+    pub status: Option<SlotStatus>,
+    /// Events held: refused heads and the events behind them.
+    pub held_events: i64,
+    /// Of those, the heads that failed for good and wait for an operator.
+    pub failed_heads: i64,
+}
+
+/// The slot and the held events of a commit-stream source (Revenant's schema on `pool`).
+pub async fn card(pool: &PgPool, source: &str) -> Result<StreamCard, sqlx::Error> {
+    let names = Names::of_source(pool, source).await?;
+    let status = status(pool, &names.slot).await?;
+    let held = sqlx::query!(
+        r#"SELECT count(*) AS "held!", count(*) FILTER (WHERE status = 'failed') AS "failed!"
+             FROM outbox WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')"#
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(StreamCard { slot: names.slot, status, held_events: held.held, failed_heads: held.failed })
+}
+
 /// What the database lacks for logical capture, in one line; `Ok` when nothing.
 pub async fn preflight(pool: &PgPool, names: &Names) -> Result<(), String> {
     let row = sqlx::query!(

@@ -18,7 +18,8 @@ pub struct SlotRow {
     /// The database it belongs to (several sources may share one).
     pub database: String,
     pub plugin: Option<String>,
-    /// The backend reading it now; None: nobody reads it.
+    /// The backend reading it now, or the session of the Revenant relay that reads it between
+    /// claims; None: nobody reads it.
     pub active_pid: Option<i32>,
     /// Write-ahead log kept for it: `pg_current_wal_lsn() − restart_lsn`.
     pub retained_bytes: Option<i64>,
@@ -29,7 +30,15 @@ pub struct SlotRow {
 /// The logical slots of this connection's database, most WAL held back first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<SlotRow>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT slot_name::text AS "name!", database::text AS "database!", plugin::text AS plugin, active_pid,
+        r#"SELECT slot_name::text AS "name!", database::text AS "database!", plugin::text AS plugin,
+                  -- A commit-stream relay reads its slot between claims too: the session holding
+                  -- the slot's relay lock (outbox/standby.rs) is its reader.
+                  coalesce(active_pid, (SELECT l.pid FROM pg_locks l
+                                         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                                           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                                           AND l.classid::bigint = (hashtextextended('revenant.stream:' || slot_name, 0) >> 32) & 4294967295
+                                           AND l.objid::bigint = hashtextextended('revenant.stream:' || slot_name, 0) & 4294967295
+                                         LIMIT 1)) AS active_pid,
                   (pg_current_wal_lsn() - restart_lsn)::bigint AS retained, wal_status
              FROM pg_replication_slots
             WHERE slot_type = 'logical' AND database = current_database()
@@ -101,4 +110,34 @@ pub async fn drop_audited(
     )
     .await?;
     Ok(found.retained_bytes)
+}
+
+/// Drops every logical replication slot of database `db` (a test's or a bench's, about to be
+/// dropped: PostgreSQL refuses to drop a database with slots); a session still reading one is
+/// ended first. Best effort: errors leave the slots, and the database's drop says so.
+pub async fn drop_all_of(admin: &mut sqlx::PgConnection, db: &str) {
+    let _ = sqlx::query!(
+        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL",
+        db
+    )
+    .fetch_all(&mut *admin)
+    .await;
+    for _ in 0..20 {
+        // Runtime-checked: the function returns void, which the macros cannot type.
+        let dropped = sqlx::query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active",
+        )
+        .bind(db)
+        .execute(&mut *admin)
+        .await;
+        let left: i64 =
+            sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM pg_replication_slots WHERE database = $1"#, db)
+                .fetch_one(&mut *admin)
+                .await
+                .unwrap_or(0);
+        if dropped.is_ok() && left == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

@@ -65,3 +65,22 @@ pub fn action_error(e: engine::sources::actions::ActionError) -> AppError {
         E::Db(e) => AppError::from(e),
     }
 }
+
+/// The card's lines for a source read from the commit stream.
+pub async fn stream_view(src: &Source) -> Result<StreamView, AppError> {
+    let c = engine::outbox::logical::slot::card(&src.pool, &src.name).await?;
+    let line = match c.status.as_ref().and_then(|s| s.retained_bytes) {
+        None => format!("commit stream · slot {} not made yet (a relay makes it when it starts)", c.slot),
+        Some(b) => {
+            format!("commit stream · slot {} · holds back {} of write-ahead log", c.slot, crate::format::bytes(b))
+        }
+    };
+    let held = (c.held_events > 0).then(|| match c.failed_heads {
+        0 => format!("{} events held in their key's order behind a refused one, retrying", c.held_events),
+        f => format!(
+            "{} events held in their key's order; {f} failed for good and hold their key: retry or archive them (Failed list)",
+            c.held_events
+        ),
+    });
+    Ok(StreamView { line, held })
+}
