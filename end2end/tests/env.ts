@@ -10,13 +10,19 @@ export const ENV = {
   ...process.env,
   DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`,
   AMQP_URL: `amqp://guest:guest@127.0.0.1:5672/${VHOST}`,
-  REVENANT_CONFIG: path.join(root, "end2end", "revenant.e2e.toml"),
+  // end2end/revenant.e2e.toml plus the commit-stream source, written by scripts/e2e-server.
+  REVENANT_CONFIG: path.join(root, "end2end", "artifacts", `revenant.e2e.${DB}.toml`),
   REVENANT_BIND: "127.0.0.1:0",
 };
 
 /** Runs SQL against the journeys' database (psql, trust auth). */
 export function sql(query: string): string {
   return execFileSync("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", DB, "-qtAX", "-c", query], { encoding: "utf8" }).trim();
+}
+
+/** Runs SQL against the service database of the commit-stream source `stream`. */
+export function sqlSvc(query: string): string {
+  return execFileSync("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", `${DB}_svc`, "-qtAX", "-c", query], { encoding: "utf8" }).trim();
 }
 
 const auth = "Basic " + Buffer.from("guest:guest").toString("base64");

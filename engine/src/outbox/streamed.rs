@@ -14,7 +14,8 @@
 //!   (returned, nacked, a bad row) or unconfirmed: that event and every later one of its key
 //!   keep their commit's position in `outbox.stream_lsn`, written before the slot may pass
 //!   them. Held events go out in their key's order, from its head on, as far as they are
-//!   due; a head that failed for good waits for an operator's retry or archive. Other keys go on.
+//!   due (a head refused before goes alone, its followers after its outcome); a head that
+//!   failed for good waits for an operator's retry or archive. Other keys go on.
 //!   A later event of the key refused too (it was in flight with its head) is only held
 //!   behind it, with no attempt counted; one the broker accepted meanwhile is not called back;
 //! - the slot moves to the end of the last commit whose every event is settled durably
@@ -180,16 +181,50 @@ impl Streamed {
     /// Rows pending when the slot was made (written by polling's time, or before this relay
     /// first ran) are not in its stream: they are held at the slot's start, so they go out
     /// in id order per key, before the key's streamed events.
-    async fn adopt_backlog(&self) -> Result<(), sqlx::Error> {
+    async fn adopt_backlog(&self) -> Result<(), StoreError> {
         let at = slot::status(&self.pool, &self.names().slot).await?.and_then(|s| s.confirmed).unwrap_or(0);
-        let n = sqlx::query!("UPDATE outbox SET stream_lsn = $1 WHERE status = 'pending' AND stream_lsn IS NULL", at)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+        // Rows committed after the slot's start are in its stream, in commit order: they must
+        // not be held. The snapshot is taken first, then the stream is read: every row this
+        // snapshot sees that committed after the slot's start is then in what is read.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut *tx).await?;
+        sqlx::query!(r#"SELECT 1 AS "one!""#).fetch_one(&mut *tx).await?;
+        let streamed = self.inserted_ids().await?;
+        let n = sqlx::query!(
+            "UPDATE outbox SET stream_lsn = $1 WHERE status = 'pending' AND stream_lsn IS NULL AND NOT (id = ANY($2))",
+            at,
+            &streamed
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
         if n > 0 {
             tracing::info!(source = %self.source, rows = n, "rows written before the slot are held: sent in id order per key");
         }
         Ok(())
+    }
+
+    /// The ids of every insert in the slot's stream now (read at its creation: a short stream).
+    async fn inserted_ids(&self) -> Result<Vec<i64>, StoreError> {
+        let changes = slot::peek(&self.pool, self.names(), i32::MAX).await?;
+        let mut layout = None;
+        let mut ids = Vec::new();
+        for ch in &changes {
+            let bad =
+                |what: String| StoreError::Invalid(format!("the commit stream at {}: {what}", slot::lsn_text(ch.lsn)));
+            match pgoutput::decode(&ch.data).map_err(|e| bad(e.to_string()))? {
+                Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
+                    layout = Some(Layout::of(&rel, "routing_key").map_err(bad)?);
+                }
+                Message::Insert { tuple, .. } => {
+                    let l = layout.as_ref().ok_or_else(|| bad("an insert before its relation".into()))?;
+                    ids.push(l.id(&tuple).map_err(bad)?);
+                }
+                _ => {}
+            }
+        }
+        Ok(ids)
     }
 
     async fn claim_on(&self, conn: &mut PgConnection, batch: i64) -> Result<Vec<ClaimedRow>, StoreError> {
@@ -201,21 +236,22 @@ impl Streamed {
             self.st().advanced = at;
         }
         // The held keys, and of each the run of due events from its head on (in flight or
-        // not): those not in flight go out, in the key's order, on its channel.
+        // not): those not in flight go out, in the key's order, on its channel. A head the
+        // broker refused before goes alone: its key's next events wait for its outcome.
         // Taken before the query: a head leaves the set only after its mark committed, so one
         // missing from this copy is either not in flight or already marked when the query starts.
         let in_flight: HashSet<i64> = self.st().heads.clone();
         let header = self.order.header();
         let held = sqlx::query!(
-            r#"SELECT k AS "key!", id AS "id!", run AS "run!"
-                 FROM (SELECT k, id, row_number() OVER w AS rn,
+            r#"SELECT k AS "key!", id AS "id!", (run AND (rn = 1 OR head_attempts = 0)) AS "run!"
+                 FROM (SELECT k, id, row_number() OVER w AS rn, first_value(attempts) OVER w AS head_attempts,
                               bool_and(status = 'pending' AND next_attempt_at <= now()) OVER w AS run
                          FROM (SELECT coalesce(CASE WHEN $1::text IS NULL THEN routing_key ELSE headers->>$1 END, '') AS k,
-                                      id, status, next_attempt_at, stream_lsn
+                                      id, status, attempts, next_attempt_at, stream_lsn
                                  FROM outbox
                                 WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')) h
                        WINDOW w AS (PARTITION BY k ORDER BY stream_lsn, id)) x
-                WHERE rn = 1 OR (run AND rn <= $2)
+                WHERE rn = 1 OR (run AND head_attempts = 0 AND rn <= $2)
                 ORDER BY k, rn"#,
             header,
             batch

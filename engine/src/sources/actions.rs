@@ -215,6 +215,13 @@ fn entry<'a>(
     }
 }
 
+/// Whether the source's rows are in Revenant's own database, so the action and its audit entry
+/// (or the selection's bookkeeping) commit in one transaction. Revenant's schema installed in a
+/// service's database (`native = true` with `database_url`) is acted on there, on its own.
+fn in_own_db(src: &Source) -> bool {
+    src.name == super::NATIVE
+}
+
 /// Acts on rows the operator picked. Returns how many rows changed.
 pub async fn act_on_ids(
     audit_pool: &PgPool,
@@ -229,7 +236,7 @@ pub async fn act_on_ids(
         return Err(ActionError::Invalid("pick between 1 and 1000 rows".into()));
     }
     let detail = serde_json::json!({ "ids": ids, "reason": reason });
-    if src.native() {
+    if in_own_db(src) {
         let mut tx = src.pool.begin().await?;
         let n = apply(&mut *tx, src, action, ids, reason).await?;
         audit::record(&mut *tx, entry(actor, src, action, n as i64, None, detail)).await?;
@@ -332,7 +339,7 @@ pub async fn execute(own: &PgPool, sources: &[Source], selection: Uuid, actor: &
         .await?;
         let Some(l) = ids.last() else { break };
         last = l.clone();
-        changed += if src.native() {
+        changed += if in_own_db(src) {
             apply(&mut *tx, src, action, &ids, reason.as_deref()).await?
         } else {
             apply(&src.pool, src, action, &ids, reason.as_deref()).await?

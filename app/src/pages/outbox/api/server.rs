@@ -75,11 +75,14 @@ pub async fn stream_view(src: &Source) -> Result<StreamView, AppError> {
             format!("commit stream · slot {} · holds back {} of write-ahead log", c.slot, crate::format::bytes(b))
         }
     };
+    let events = |n: i64| if n == 1 { "1 event".to_string() } else { format!("{n} events") };
     let held = (c.held_events > 0).then(|| match c.failed_heads {
-        0 => format!("{} events held in their key's order behind a refused one, retrying", c.held_events),
+        0 => format!("{} held in their key's order behind a refused one, retrying", events(c.held_events)),
         f => format!(
-            "{} events held in their key's order; {f} failed for good and hold their key: retry or archive them (Failed list)",
-            c.held_events
+            "{} held in their key's order; {} failed for good and {} its key: retry or archive (Failed list)",
+            events(c.held_events),
+            events(f),
+            if f == 1 { "holds" } else { "hold" }
         ),
     });
     Ok(StreamView { line, held })
