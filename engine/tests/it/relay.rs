@@ -45,13 +45,13 @@ pub(crate) fn cfg() -> RelaySettings {
     }
 }
 
-struct Relay {
-    stop: CancellationToken,
-    handle: JoinHandle<anyhow::Result<()>>,
-    stats: Arc<RelayStats>,
+pub(crate) struct Relay {
+    pub(crate) stop: CancellationToken,
+    pub(crate) handle: JoinHandle<anyhow::Result<()>>,
+    pub(crate) stats: Arc<RelayStats>,
 }
 
-fn start(pool: &PgPool, cfg: RelaySettings) -> Relay {
+pub(crate) fn start(pool: &PgPool, cfg: RelaySettings) -> Relay {
     let stop = CancellationToken::new();
     let stats = Arc::new(RelayStats::default());
     let handle = tokio::spawn(relay::run(pool.clone(), amqp_url(), cfg, stats.clone(), stop.clone()));
@@ -59,7 +59,7 @@ fn start(pool: &PgPool, cfg: RelaySettings) -> Relay {
 }
 
 impl Relay {
-    async fn stop(self) -> Arc<RelayStats> {
+    pub(crate) async fn stop(self) -> Arc<RelayStats> {
         self.stop.cancel();
         tokio::time::timeout(Duration::from_secs(30), self.handle)
             .await

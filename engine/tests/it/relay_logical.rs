@@ -5,17 +5,13 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::Arc,
     sync::atomic::Ordering::Relaxed,
     time::Duration,
 };
 
 use engine::{
     auth::{Principal, Role},
-    outbox::{
-        logical::slot::{self, Names},
-        relay::{self, RelayStats},
-    },
+    outbox::logical::slot::{self, Names},
     settings::{Capture, OrderKey, RelaySettings},
     sources::{
         Source,
@@ -35,35 +31,11 @@ use lapin::{
 use rand::Rng;
 use serde_json::json;
 use sqlx::PgPool;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+
+use super::relay::start;
 
 fn cfg(order: OrderKey) -> RelaySettings {
     RelaySettings { window: 64, batch: 100, capture: Capture::Logical { order }, ..super::relay::cfg() }
-}
-
-struct Relay {
-    stop: CancellationToken,
-    handle: JoinHandle<anyhow::Result<()>>,
-    stats: Arc<RelayStats>,
-}
-
-fn start(pool: &PgPool, cfg: RelaySettings) -> Relay {
-    let stop = CancellationToken::new();
-    let stats = Arc::new(RelayStats::default());
-    let handle = tokio::spawn(relay::run(pool.clone(), amqp_url(), cfg, stats.clone(), stop.clone()));
-    Relay { stop, handle, stats }
-}
-
-impl Relay {
-    async fn stop(self) {
-        self.stop.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.handle)
-            .await
-            .expect("relay stops within 30 s")
-            .expect("relay task did not panic")
-            .expect("relay returns Ok on shutdown");
-    }
 }
 
 struct Broker {
