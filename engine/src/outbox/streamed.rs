@@ -54,6 +54,9 @@ use crate::settings::OrderKey;
 /// database moves and PostgreSQL can recycle the log behind it.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
+/// While busy, the slot moves at most this often (each move decodes the log again).
+const ADVANCE_EVERY: Duration = Duration::from_millis(100);
+
 /// The table the publication covers.
 const TABLE: &str = "revenant.outbox";
 
@@ -89,6 +92,9 @@ struct State {
     /// A flush of marks was given up: the session ends, and the next one re-reads its events.
     broken: bool,
     quiet_since: Option<Instant>,
+    /// The end of the last commit settled with every one before it: where the slot may move.
+    settled_to: i64,
+    last_advance: Option<Instant>,
 }
 
 struct Commit {
@@ -387,14 +393,16 @@ impl Streamed {
         Ok((txns, reread))
     }
 
-    /// Moves the slot past every settled commit at the front; writes a heartbeat when the
-    /// database has been quiet.
+    /// Moves the slot past every settled commit at the front (at most every
+    /// [`ADVANCE_EVERY`] while busy: each move decodes the log again from the slot's restart
+    /// position); writes a heartbeat when the database has been quiet.
     async fn advance(&self, conn: &mut PgConnection, seen: bool) -> Result<(), StoreError> {
         let (target, beat) = {
             let mut st = self.st();
-            let mut target = st.advanced;
             while st.commits.front().is_some_and(|c| c.open == 0) {
-                target = st.commits.pop_front().map_or(target, |c| c.end);
+                if let Some(c) = st.commits.pop_front() {
+                    st.settled_to = c.end;
+                }
             }
             let now = Instant::now();
             let quiet = if seen || !st.commits.is_empty() { None } else { Some(*st.quiet_since.get_or_insert(now)) };
@@ -405,11 +413,15 @@ impl Streamed {
             if beat {
                 st.quiet_since = Some(now);
             }
+            let due = !seen || st.last_advance.is_none_or(|t| now.duration_since(t) >= ADVANCE_EVERY);
+            let target = (due && st.settled_to > st.advanced).then_some(st.settled_to);
             (target, beat)
         };
-        if target > self.st().advanced {
+        if let Some(target) = target {
             slot::advance(&mut *conn, &self.names().slot, target).await?;
-            self.st().advanced = target;
+            let mut st = self.st();
+            st.advanced = target;
+            st.last_advance = Some(Instant::now());
         }
         if beat {
             slot::heartbeat(&self.pool).await?;
