@@ -74,16 +74,7 @@ pub fn fingerprint(base: String, msg_type: Option<&str>, shape: Option<&str>) ->
     let mut h = Sha256::new();
     h.update(b"kind\x01");
     h.update(base.as_bytes());
-    for part in [msg_type, shape] {
-        match part {
-            Some(p) => {
-                h.update([1u8]);
-                h.update((p.len() as u64).to_be_bytes());
-                h.update(p.as_bytes());
-            }
-            None => h.update([0u8]),
-        }
-    }
+    super::fingerprint::hash_parts(&mut h, &[msg_type, shape]);
     hex::encode(h.finalize())
 }
 
