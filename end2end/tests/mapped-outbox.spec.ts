@@ -34,6 +34,8 @@ test("a service's own outbox table: relayed with its ids, an unroutable row fail
 
   await page.getByTestId("outbox-table").getByRole("link").first().click();
   await expect(page.getByTestId("body")).toContainText("lost");
+  // The archive form is used right away: let the page hydrate first.
+  await page.waitForLoadState("networkidle");
   await page.getByLabel("archive reason").fill("no such route: order service retired it");
   await page.getByRole("button", { name: "Archive", exact: true }).click();
   await expect(page.getByRole("status")).toContainText("1 row changed");

@@ -46,9 +46,12 @@ test("a commit-stream source: each order's events in commit order, a refused one
     expect(got.map((p) => `${p.order}${p.n}`)).toEqual(["a1", "a2", "a3"]);
 
     // The operator archives the refused event: the held one goes out.
-    await page.goto("/outbox?source=stream&bucket=failed");
+    // networkidle: the archive form is used right away, so let each page hydrate first (a click
+    // before hydration posts the form without the page and shows no status).
+    await page.goto("/outbox?source=stream&bucket=failed", { waitUntil: "networkidle" });
     await page.getByTestId("outbox-table").getByRole("link").first().click();
     await expect(page.getByTestId("body")).toContainText('"order": "b"');
+    await page.waitForLoadState("networkidle");
     await page.getByLabel("archive reason").fill("route retired; b's later events may go");
     await page.getByRole("button", { name: "Archive", exact: true }).click();
     await expect(page.getByRole("status")).toContainText("1 row changed");

@@ -64,6 +64,9 @@ pub struct RelaySettings {
     pub synchronous_commit: bool,
     /// How Revenant's own outbox is read: polled, or from the commit stream.
     pub capture: Capture,
+    /// Revenant's own `database_url`: the commit stream's replication connection takes its
+    /// password from it (sqlx's pool does not give its own back).
+    pub database_url: Option<SecretString>,
 }
 
 /// A declared source's capture; its settings were checked at start-up (a wrong one reads as
@@ -470,6 +473,7 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
                 reason,
             })?
         },
+        database_url: Some(database_url.clone().into()),
     };
     let env_queues = list(env("REVENANT_INGEST_QUEUES"));
     parse::note_override("REVENANT_INGEST_QUEUES", env_queues.is_some(), raw.ingest.queues.is_some());

@@ -34,6 +34,9 @@ pub struct Source {
     pub poll: Duration,
     /// How the relay finds new rows: polling, or the commit stream.
     pub capture: crate::settings::Capture,
+    /// The source's own `database_url`, if it has one (the commit stream's connection takes
+    /// its password from it); `None`: Revenant's database.
+    pub database_url: Option<String>,
 }
 
 impl Source {
@@ -53,6 +56,7 @@ pub async fn open_all(settings: &Settings, own: &PgPool) -> anyhow::Result<Vec<S
         relay: true,
         poll: settings.relay.poll,
         capture: settings.relay.capture.clone(),
+        database_url: None,
     }];
     for m in &settings.mapped_outboxes {
         out.push(open(m, own).await?);
@@ -104,6 +108,7 @@ async fn opened(m: &MappedOutbox, own: &PgPool) -> anyhow::Result<Source> {
         poll: Duration::from_millis(m.poll_ms as u64),
         // Checked with the other settings (settings::sources).
         capture: crate::settings::capture_of(m),
+        database_url: m.database_url.clone(),
     })
 }
 

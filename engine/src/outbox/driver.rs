@@ -85,6 +85,12 @@ pub(crate) trait Driver: Send + Sync + 'static {
         Cow::Borrowed(row.routing_key.as_bytes())
     }
 
+    /// Resolves when new rows may have arrived, for a kind that is told (the commit stream);
+    /// the others are polled.
+    fn arrived(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
+
     /// A connection that wakes the relay when an operator retries a row, if the kind has one;
     /// new rows are found by polling.
     fn listen(&self) -> impl Future<Output = Option<PgListener>> + Send {

@@ -4,11 +4,13 @@
 //!
 //! - [`pgoutput`] reads the plugin's messages, trusting nothing in them;
 //! - [`event`] turns an inserted row into the event to publish;
+//! - [`replication`] streams the slot (the replication protocol) and moves it by status updates;
 //! - [`slot`] sets up the publication and the slot, says what is missing, and reports lag;
 //! - [`slots`] lists every logical slot of a source's database for the console, and drops one
 //!   an admin names (audited).
 
 pub mod event;
 pub mod pgoutput;
+pub mod replication;
 pub mod slot;
 pub mod slots;

@@ -223,6 +223,7 @@ impl<'a, D: Driver> Session<'a, D> {
                     }
                 }, if claiming.is_some() => Wake::Claimed(r),
                 r = notified(listener), if idle && !blocked => Wake::Notified(r),
+                _ = self.table.arrived(), if idle && !blocked => Wake::Notified(Ok(())),
                 _ = tokio::time::sleep_until(next_poll), if idle && !blocked => Wake::Poll,
                 _ = self.blocks.unblocked(), if blocked => Wake::Unblocked,
             };

@@ -6,9 +6,10 @@
 //! - one relay at a time reads the slot (PostgreSQL lets one session use a slot): the holder of
 //!   the slot's lock ([`super::standby`]); every read, hold and move of the slot runs on the
 //!   lock's connection, so a lost lock stops the session at its next claim;
-//! - a claim reads the changes after the slot's position, whole transactions in commit order
-//!   ([`slot::peek`]), skips the transactions this session already handed out and the rows the
-//!   table shows settled (published, archived, failed or held), and hands out the rest;
+//! - the slot is streamed ([`replication`]: PostgreSQL's walsender pushes each transaction as
+//!   it commits, in commit order) into a queue that wakes the relay; a claim takes what is
+//!   queued, skips the rows the table shows settled (published, archived, failed or held: a
+//!   new session re-reads from the slot's confirmed position), and hands out the rest;
 //! - a key's events (the routing key, or a header: [`OrderKey`]) take one confirm channel, so
 //!   they reach the broker in commit order. A key is *held* once one of its events is refused
 //!   (returned, nacked, a bad row) or unconfirmed: that event and every later one of its key
@@ -18,8 +19,9 @@
 //!   failed for good waits for an operator's retry or archive. Other keys go on.
 //!   A later event of the key refused too (it was in flight with its head) is only held
 //!   behind it, with no attempt counted; one the broker accepted meanwhile is not called back;
-//! - the slot moves to the end of the last commit whose every event is settled durably
-//!   (marked published, or held with its position): a crash or a takeover re-reads from there,
+//! - the slot moves (a status update, at most every [`STATUS_EVERY`]) to the end of the last
+//!   commit whose every event is settled durably (marked published, or held with its
+//!   position): a crash or a takeover re-reads from there,
 //!   so nothing is lost and at most the publishes in flight plus the unflushed marks are sent
 //!   twice (`window + mark_batch − 1`, as polled);
 //! - marks commit with synchronous commit whatever `relay.synchronous_commit` says: the slot
@@ -30,11 +32,16 @@
 use std::{
     borrow::Cow,
     collections::{HashMap, HashSet, VecDeque},
-    sync::Mutex,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicI64, Ordering::Relaxed},
+    },
     time::{Duration, Instant},
 };
 
+use bytes::Bytes;
 use sqlx::{PgConnection, PgPool, postgres::PgListener};
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -43,6 +50,7 @@ use super::{
     logical::{
         event::Layout,
         pgoutput::{self, Message},
+        replication::{Frame, Params, Replication},
         slot::{self, Names},
     },
     standby::{LockOn, STANDBY_RETRY, Standby},
@@ -54,8 +62,11 @@ use crate::settings::OrderKey;
 /// database moves and PostgreSQL can recycle the log behind it.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
-/// While busy, the slot moves at most this often (each move decodes the log again).
-const ADVANCE_EVERY: Duration = Duration::from_millis(100);
+/// The slot's position goes to the server at most this often (and whenever it asks).
+pub const STATUS_EVERY: Duration = Duration::from_millis(100);
+
+/// Changes queued between the stream and the claims: a full queue stops reading the stream.
+const QUEUE: usize = 4096;
 
 /// The table the publication covers.
 const TABLE: &str = "revenant.outbox";
@@ -69,14 +80,34 @@ pub(crate) struct Streamed {
     order: OrderKey,
     /// Keyed by the slot's name, so made once the names are known.
     lock: std::sync::OnceLock<Standby>,
+    /// The password of the URL the pool was opened from (the stream's own connection).
+    url: Option<String>,
+    /// The running stream, while this relay holds the slot.
+    feed: Mutex<Option<Feed>>,
+    /// Set by the stream for every change queued: wakes an idle relay.
+    arrived: Arc<Notify>,
     state: Mutex<State>,
+}
+
+/// The stream's side: changes come in on `rx`; `flush` is the position the slot may move to.
+struct Feed {
+    rx: mpsc::Receiver<Result<(i64, Bytes), String>>,
+    flush: Arc<AtomicI64>,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 #[derive(Default)]
 struct State {
     layout: Option<Layout>,
-    /// The end of the last commit handed out: later reads skip it and those before it.
-    read_to: i64,
+    /// The transaction being read: its inserts so far (the rest is still to come).
+    open_txn: Option<Vec<(i64, Result<ClaimedRow, String>)>>,
     /// Commits read and not yet settled, oldest first.
     commits: VecDeque<Commit>,
     /// Events from the stream in flight (handed out, not yet settled).
@@ -85,16 +116,11 @@ struct State {
     heads: HashSet<i64>,
     /// Events refused whose failed attempt is not committed yet: their keys are held.
     refused: HashSet<i64>,
-    /// Changes the last read went over again (handed out before): the next asks that many more.
-    reread: usize,
-    /// Where the slot is (0: not read yet this session).
-    advanced: i64,
     /// A flush of marks was given up: the session ends, and the next one re-reads its events.
     broken: bool,
     quiet_since: Option<Instant>,
     /// The end of the last commit settled with every one before it: where the slot may move.
     settled_to: i64,
-    last_advance: Option<Instant>,
 }
 
 struct Commit {
@@ -116,13 +142,17 @@ struct Txn {
 }
 
 impl Streamed {
-    pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey) -> Self {
+    /// `url`: the database URL `pool` was opened from, for the stream's password.
+    pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey, url: Option<String>) -> Self {
         Self {
             source: source.to_string(),
             pool,
             names: Default::default(),
             order,
             lock: Default::default(),
+            url,
+            feed: Mutex::default(),
+            arrived: Arc::default(),
             state: Mutex::default(),
         }
     }
@@ -181,7 +211,46 @@ impl Streamed {
             let _ = slot::drop_slot(&self.pool, &self.names().slot).await;
             return Err(format!("cannot hold the rows written before the slot: {e}"));
         }
+        self.open_feed().await
+    }
+
+    /// Starts the stream from the slot's confirmed position, for a new session: an earlier
+    /// session's stream ends first (what it handed out unsettled is read again).
+    async fn open_feed(&self) -> Result<(), String> {
+        self.close_feed().await;
+        let names = self.names();
+        let params = Params::of(&self.pool.connect_options(), self.url.as_deref());
+        let mut tries = 0;
+        let conn = loop {
+            let mut conn = Replication::connect(&params)
+                .await
+                .map_err(|e| format!("cannot open a replication connection: {e}"))?;
+            match conn.start(&names.slot, &names.publication).await {
+                Ok(()) => break conn,
+                // The walsender of a stream just closed may not have let the slot go yet.
+                Err(e) if e.contains(" 55006:") && tries < 30 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(format!("cannot stream slot {}: {e}", names.slot)),
+            }
+        };
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let (flush, stop) = (Arc::new(AtomicI64::new(0)), CancellationToken::new());
+        let task = tokio::spawn(pump(conn, tx, flush.clone(), self.arrived.clone(), stop.clone()));
+        *self.feed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Feed { rx, flush, stop, task: Some(task) });
         Ok(())
+    }
+
+    /// Ends the stream, if one runs, once its last status update went out.
+    async fn close_feed(&self) {
+        let old = self.feed.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut feed) = old {
+            feed.stop.cancel();
+            if let Some(task) = feed.task.take() {
+                let _ = task.await;
+            }
+        }
     }
 
     /// Rows pending when the slot was made (written by polling's time, or before this relay
@@ -237,10 +306,6 @@ impl Streamed {
         if self.st().broken {
             return Err(StoreError::Invalid("marks were not written: reading again from the slot's position".into()));
         }
-        if self.st().advanced == 0 {
-            let at = slot::status(&mut *conn, &self.names().slot).await?.and_then(|s| s.confirmed).unwrap_or(0);
-            self.st().advanced = at;
-        }
         // The held keys, and of each the run of due events from its head on (in flight or
         // not): those not in flight go out, in the key's order, on its channel. A head the
         // broker refused before goes alone: its key's next events wait for its outcome.
@@ -285,7 +350,7 @@ impl Streamed {
         let mut rows: Vec<ClaimedRow> = heads.iter().filter_map(|id| by_id.remove(id)).collect();
         self.st().heads.extend(rows.iter().map(|r| r.id));
 
-        let (txns, reread) = self.read(conn, batch).await?;
+        let (txns, read) = self.read(batch)?;
         let ids: Vec<i64> = txns.iter().flat_map(|t| t.events.iter().map(|(id, _)| *id)).collect();
         let known = sqlx::query!(
             r#"SELECT id, (status <> 'pending' OR stream_lsn IS NOT NULL) AS "settled!" FROM outbox WHERE id = ANY($1)"#,
@@ -306,10 +371,9 @@ impl Streamed {
             rows_by_id(&mut *conn, &unreadable).await?.into_iter().map(|r| (r.id, r)).collect();
 
         let mut hold: Vec<(i64, i64)> = Vec::new();
-        let seen = !txns.is_empty() || reread > 0;
+        let seen = read > 0;
         {
             let mut st = self.st();
-            st.reread = reread;
             held_keys.extend(st.refused.iter().filter_map(|id| st.out.get(id)).map(|o| o.key.clone()));
             for txn in txns {
                 let mut open = 0;
@@ -338,20 +402,37 @@ impl Streamed {
                     rows.push(row);
                 }
                 st.commits.push_back(Commit { end: txn.end, open });
-                st.read_to = txn.end;
             }
         }
         // Held before the slot may pass them (below, on this connection, after this commit).
         hold_rows(&mut *conn, &hold).await?;
-        self.advance(conn, seen).await?;
+        self.advance(seen).await?;
         Ok(rows)
     }
 
-    /// The transactions after the slot's position this session has not handed out, and how
-    /// many changes it went over again.
-    async fn read(&self, conn: &mut PgConnection, batch: i64) -> Result<(Vec<Txn>, usize), StoreError> {
-        let max = (self.st().reread + batch.max(1) as usize * 4 + 64).min(i32::MAX as usize) as i32;
-        let changes = slot::peek(&mut *conn, self.names(), max).await?;
+    /// The whole transactions the stream queued (a transaction still arriving is kept for the
+    /// next claim), and how many changes were taken.
+    fn read(&self, batch: i64) -> Result<(Vec<Txn>, usize), StoreError> {
+        let max = batch.max(1) as usize * 4 + 64;
+        let mut changes = Vec::new();
+        {
+            let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(feed) = feed.as_mut() else {
+                return Err(StoreError::Invalid("the commit stream is not open".into()));
+            };
+            while changes.len() < max {
+                match feed.rx.try_recv() {
+                    Ok(Ok(change)) => changes.push(change),
+                    Ok(Err(e)) => {
+                        return Err(StoreError::Invalid(format!("the commit stream of source {}: {e}", self.source)));
+                    }
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        return Err(StoreError::Invalid(format!("the commit stream of source {} ended", self.source)));
+                    }
+                }
+            }
+        }
         let mut st = self.st();
         let bad = |lsn: i64, what: String| {
             StoreError::Invalid(format!(
@@ -360,44 +441,40 @@ impl Streamed {
                 slot::lsn_text(lsn)
             ))
         };
-        let (mut txns, mut reread) = (Vec::new(), 0);
-        let (mut skip, mut events) = (false, Vec::new());
-        for ch in &changes {
-            let msg = pgoutput::decode(&ch.data).map_err(|e| bad(ch.lsn, e.to_string()))?;
-            match msg {
-                Message::Begin { final_lsn, .. } => {
-                    // A commit record starts at or after the end of the one before it.
-                    skip = (final_lsn as i64) < st.read_to;
-                    events.clear();
-                }
+        let mut txns = Vec::new();
+        for (lsn, data) in &changes {
+            let lsn = *lsn;
+            match pgoutput::decode(data).map_err(|e| bad(lsn, e.to_string()))? {
+                Message::Begin { .. } => st.open_txn = Some(Vec::new()),
                 Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
-                    st.layout = Some(Layout::of(&rel, "routing_key").map_err(|e| bad(ch.lsn, e))?);
+                    st.layout = Some(Layout::of(&rel, "routing_key").map_err(|e| bad(lsn, e))?);
                 }
-                Message::Insert { relation, tuple } if !skip => {
+                Message::Insert { relation, tuple } => {
                     let layout = st.layout.as_ref().filter(|l| l.relation == relation).ok_or_else(|| {
-                        bad(ch.lsn, format!("an insert into relation {relation}, which it did not describe"))
+                        bad(lsn, format!("an insert into relation {relation}, which it did not describe"))
                     })?;
                     let id =
-                        layout.id(&tuple).map_err(|e| bad(ch.lsn, format!("an insert without a readable id: {e}")))?;
-                    events.push((id, layout.row(&tuple)));
+                        layout.id(&tuple).map_err(|e| bad(lsn, format!("an insert without a readable id: {e}")))?;
+                    let row = layout.row(&tuple);
+                    st.open_txn
+                        .as_mut()
+                        .ok_or_else(|| bad(lsn, "an insert outside a transaction".into()))?
+                        .push((id, row));
                 }
-                Message::Commit { end_lsn, .. } if !skip => {
-                    txns.push(Txn { end: end_lsn as i64, events: std::mem::take(&mut events) });
+                Message::Commit { end_lsn, .. } => {
+                    let events = st.open_txn.take().ok_or_else(|| bad(lsn, "a commit without its begin".into()))?;
+                    txns.push(Txn { end: end_lsn as i64, events });
                 }
                 _ => {}
             }
-            if skip {
-                reread += 1;
-            }
         }
-        Ok((txns, reread))
+        Ok((txns, changes.len()))
     }
 
-    /// Moves the slot past every settled commit at the front (at most every
-    /// [`ADVANCE_EVERY`] while busy: each move decodes the log again from the slot's restart
-    /// position); writes a heartbeat when the database has been quiet.
-    async fn advance(&self, conn: &mut PgConnection, seen: bool) -> Result<(), StoreError> {
-        let (target, beat) = {
+    /// Lets the slot move past every settled commit at the front (the stream sends the
+    /// position at its next status update); writes a heartbeat when the database has been quiet.
+    async fn advance(&self, seen: bool) -> Result<(), StoreError> {
+        let (settled, beat) = {
             let mut st = self.st();
             while st.commits.front().is_some_and(|c| c.open == 0) {
                 if let Some(c) = st.commits.pop_front() {
@@ -413,15 +490,10 @@ impl Streamed {
             if beat {
                 st.quiet_since = Some(now);
             }
-            let due = !seen || st.last_advance.is_none_or(|t| now.duration_since(t) >= ADVANCE_EVERY);
-            let target = (due && st.settled_to > st.advanced).then_some(st.settled_to);
-            (target, beat)
+            (st.settled_to, beat)
         };
-        if let Some(target) = target {
-            slot::advance(&mut *conn, &self.names().slot, target).await?;
-            let mut st = self.st();
-            st.advanced = target;
-            st.last_advance = Some(Instant::now());
+        if let Some(feed) = self.feed.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            feed.flush.fetch_max(settled, Relaxed);
         }
         if beat {
             slot::heartbeat(&self.pool).await?;
@@ -497,11 +569,13 @@ impl Driver for Streamed {
 
     /// An ended session's events in flight may or may not have reached the broker: the next
     /// session reads again from the slot's position and sends what the table shows unsettled.
+    /// (The stream restarts with the session: [`Self::acquire`] opens it anew.)
     fn reset(&self) {
         *self.st() = State::default();
     }
 
     async fn unlock(&self) {
+        self.close_feed().await;
         if let Some(lock) = self.lock() {
             lock.release().await
         }
@@ -633,6 +707,62 @@ impl Driver for Streamed {
 
     async fn listen(&self) -> Option<PgListener> {
         super::native::listen_retries(&self.pool).await
+    }
+
+    async fn arrived(&self) {
+        self.arrived.notified().await
+    }
+}
+
+/// Reads the stream into the queue until `stop` (or an error, which it queues), and sends the
+/// slot's position: every [`STATUS_EVERY`] when it moved, whenever the server asks, and once
+/// more on a clean stop.
+async fn pump(
+    mut conn: Replication,
+    tx: mpsc::Sender<Result<(i64, Bytes), String>>,
+    flush: Arc<AtomicI64>,
+    arrived: Arc<Notify>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(STATUS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sent = 0;
+    let failed = loop {
+        let reply = tokio::select! {
+            _ = stop.cancelled() => break None,
+            _ = tick.tick() => false,
+            frame = conn.next() => match frame {
+                Ok(Frame::Change { at, data }) => {
+                    tokio::select! {
+                        _ = stop.cancelled() => break None,
+                        sent = tx.send(Ok((at, data))) => if sent.is_err() { break None },
+                    }
+                    arrived.notify_one();
+                    false
+                }
+                Ok(Frame::Keepalive { reply }) => reply,
+                Err(e) => break Some(e),
+            },
+        };
+        let at = flush.load(Relaxed);
+        if (at > sent || reply)
+            && let Err(e) = conn.status(at).await
+        {
+            break Some(e);
+        }
+        sent = sent.max(at);
+    };
+    match failed {
+        Some(e) => {
+            let _ = tx.try_send(Err(e));
+            arrived.notify_one();
+        }
+        None => {
+            let at = flush.load(Relaxed);
+            if at > sent {
+                let _ = tokio::time::timeout(Duration::from_secs(1), conn.status(at)).await;
+            }
+        }
     }
 }
 

@@ -81,6 +81,7 @@ fn own_outbox(pool: &PgPool) -> Source {
         relay: false,
         poll: std::time::Duration::from_millis(250),
         capture: Default::default(),
+        database_url: None,
     }
 }
 

@@ -42,6 +42,7 @@ pub(crate) fn cfg() -> RelaySettings {
         mark_flush: Duration::from_millis(5),
         synchronous_commit: true,
         capture: Default::default(),
+        database_url: None,
     }
 }
 

@@ -247,6 +247,7 @@ fn native_source(pool: &PgPool) -> Source {
         relay: true,
         poll: Duration::from_millis(250),
         capture: Capture::Logical { order: OrderKey::RoutingKey },
+        database_url: None,
     }
 }
 

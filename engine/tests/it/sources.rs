@@ -20,6 +20,7 @@ fn native(pool: &PgPool) -> Source {
         relay: false,
         poll: std::time::Duration::from_millis(250),
         capture: Default::default(),
+        database_url: None,
     }
 }
 
@@ -262,6 +263,7 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
         relay: false,
         poll: std::time::Duration::from_millis(250),
         capture: Default::default(),
+        database_url: None,
     };
     let (rows, _) = query::list(&src, &Filter::default(), None, 50).await.unwrap();
     assert_eq!(rows.len(), 2);

@@ -47,6 +47,7 @@ pub async fn run(settings: &Settings, rows: i64, runs: usize) -> anyhow::Result<
         relay: false,
         poll: std::time::Duration::from_millis(250),
         capture: Default::default(),
+        database_url: None,
     };
     let res = interruptible(bench(&src, rows, runs)).await;
     drop(src);
