@@ -307,6 +307,8 @@ fn quote_ident(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
     #[test]
@@ -326,6 +328,96 @@ mod tests {
         );
         let q = Params::of(&opts, Some("postgres://app@db.example/orders?password=q1"));
         assert_eq!(q.password.as_deref(), Some("q1"));
+    }
+
+    fn over(io: tokio::io::DuplexStream) -> Replication {
+        Replication { io: Box::new(io), buf: BytesMut::new(), out: BytesMut::new() }
+    }
+
+    fn copy_data(payload: &[u8]) -> Vec<u8> {
+        let mut m = vec![b'd'];
+        m.extend_from_slice(&(4 + payload.len() as i32).to_be_bytes());
+        m.extend_from_slice(payload);
+        m
+    }
+
+    fn change(at: i64, data: &[u8]) -> Vec<u8> {
+        let mut p = vec![b'w'];
+        p.extend_from_slice(&at.to_be_bytes());
+        p.extend_from_slice(&(at + 9).to_be_bytes());
+        p.extend_from_slice(&0i64.to_be_bytes());
+        p.extend_from_slice(data);
+        copy_data(&p)
+    }
+
+    #[tokio::test]
+    async fn changes_and_keepalives_are_read_whole_even_when_they_come_a_byte_at_a_time() {
+        let (mut server, client) = tokio::io::duplex(64);
+        let mut conn = over(client);
+        let mut keepalive = vec![b'k'];
+        keepalive.extend_from_slice(&[0; 16]);
+        keepalive.push(1);
+        let mut bytes = change(0x1_0000_0042, b"B-begin");
+        bytes.extend(copy_data(&keepalive));
+        bytes.extend(change(7, b""));
+        let writer = tokio::spawn(async move {
+            for b in bytes {
+                server.write_all(&[b]).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            server
+        });
+        let Frame::Change { at, data } = conn.next().await.unwrap() else { panic!("a change") };
+        assert_eq!((at, &data[..]), (0x1_0000_0042, &b"B-begin"[..]));
+        assert!(matches!(conn.next().await.unwrap(), Frame::Keepalive { reply: true }));
+        // Cancelled halfway (a status tick in the pump): nothing read is lost.
+        let mut next = Box::pin(conn.next());
+        let early = tokio::time::timeout(std::time::Duration::from_micros(1), &mut next).await;
+        let frame = match early {
+            Ok(f) => f,
+            Err(_) => {
+                drop(next);
+                conn.next().await
+            }
+        };
+        assert!(matches!(frame.unwrap(), Frame::Change { at: 7, .. }));
+        drop(writer.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn what_the_server_cannot_mean_ends_the_stream_with_its_reason() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![b'd', 0x7f, 0xff, 0xff, 0xff], "impossible length"),
+            (vec![b'd', 0, 0, 0, 2], "impossible length"),
+            (copy_data(&[b'w', 0, 0, 1]), "short change"),
+            (copy_data(&[b'k', 0]), "short keepalive"),
+            (copy_data(&[]), "empty message"),
+            (vec![b'c', 0, 0, 0, 4], "ended the stream"),
+            (b"E\0\0\0\x10SFATAL\0Mno\0\0".to_vec(), "FATAL : no"),
+            (vec![b'd', 0, 0], "closed the connection"),
+        ];
+        for (bytes, want) in cases {
+            let (mut server, client) = tokio::io::duplex(1024);
+            let mut conn = over(client);
+            server.write_all(&bytes).await.unwrap();
+            drop(server);
+            let err = conn.next().await.expect_err(want);
+            assert!(err.contains(want), "{want}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_status_update_carries_the_position_three_times() {
+        let (mut server, client) = tokio::io::duplex(1024);
+        let mut conn = over(client);
+        conn.status(0x2_0000_0010).await.unwrap();
+        let mut got = vec![0; 39];
+        server.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got[..6], &[b'd', 0, 0, 0, 38, b'r']);
+        for i in 0..3 {
+            assert_eq!(&got[6 + 8 * i..14 + 8 * i], &0x2_0000_0010i64.to_be_bytes());
+        }
+        assert_eq!(got[38], 0, "no reply asked");
     }
 
     #[test]
