@@ -72,7 +72,7 @@ pub struct RelaySettings {
 /// A declared source's capture; its settings were checked at start-up (a wrong one reads as
 /// polling).
 pub fn capture_of(m: &MappedOutbox) -> Capture {
-    capture::parse(m.capture.as_deref(), m.order_key.as_deref()).unwrap_or_default()
+    capture::parse(m.capture.as_deref(), m.order_key.as_deref(), m.after_publish.as_deref()).unwrap_or_default()
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +153,8 @@ pub struct MappedOutbox {
     pub capture: Option<String>,
     /// With `capture = "logical"`: `routing_key` (default) or `header:NAME`.
     pub order_key: Option<String>,
+    /// With `capture = "logical"`: `mark` (default) or `delete` a published event's row.
+    pub after_publish: Option<String>,
 }
 
 impl Default for MappedOutbox {
@@ -181,6 +183,7 @@ impl Default for MappedOutbox {
             poll_ms: default_poll_ms(),
             capture: None,
             order_key: None,
+            after_publish: None,
         }
     }
 }
@@ -307,6 +310,7 @@ struct RawRelay {
     synchronous_commit: Option<String>,
     capture: Option<String>,
     order_key: Option<String>,
+    after_publish: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -467,10 +471,9 @@ fn build(raw: RawFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings,
         capture: {
             let capture = parse::pick(env, "REVENANT_RELAY_CAPTURE", r.capture);
             let order_key = parse::pick(env, "REVENANT_RELAY_ORDER_KEY", r.order_key);
-            capture::parse(capture.as_deref(), order_key.as_deref()).map_err(|reason| SettingsError::Invalid {
-                key: "relay.capture",
-                env: "REVENANT_RELAY_CAPTURE",
-                reason,
+            let after = parse::pick(env, "REVENANT_RELAY_AFTER_PUBLISH", r.after_publish);
+            capture::parse(capture.as_deref(), order_key.as_deref(), after.as_deref()).map_err(|reason| {
+                SettingsError::Invalid { key: "relay.capture", env: "REVENANT_RELAY_CAPTURE", reason }
             })?
         },
         database_url: Some(database_url.clone().into()),

@@ -136,8 +136,8 @@ pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
             QUORUM.store(quorum, Relaxed);
             let mut settings = settings.clone();
             if let Some(c) = capture {
-                settings.relay.capture =
-                    engine::settings::parse_capture(Some(&c), None).map_err(|e| anyhow::anyhow!("--capture: {e}"))?;
+                settings.relay.capture = engine::settings::parse_capture(Some(&c), None, None)
+                    .map_err(|e| anyhow::anyhow!("--capture: {e}"))?;
             }
             relay::run(&settings, events, &window, sample, latency_secs, &source, rounds, publishers).await
         }

@@ -109,8 +109,8 @@ pub async fn run_all(
     let mut tasks = tokio::task::JoinSet::new();
     let name = crate::sources::NATIVE.to_string();
     let own_url = cfg.database_url.as_ref().map(|u| u.expose_secret().to_string());
-    if let Capture::Logical { order } = &cfg.capture {
-        let own = Arc::new(Streamed::new(&name, pool.clone(), order.clone(), own_url.clone()));
+    if let Capture::Logical { order, delete } = &cfg.capture {
+        let own = Arc::new(Streamed::new(&name, pool.clone(), order.clone(), *delete, own_url.clone()));
         tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
     } else {
         let own = Arc::new(Native::new(pool.clone(), marks::mark_pool(&pool, &cfg)));
@@ -120,9 +120,9 @@ pub async fn run_all(
         let src = &r.source;
         let marks_pool = marks::mark_pool(&src.pool, &cfg);
         let (name, url, stop) = (src.name.clone(), amqp_url.clone(), shutdown.clone());
-        if let (true, Capture::Logical { order }) = (src.native(), &src.capture) {
+        if let (true, Capture::Logical { order, delete }) = (src.native(), &src.capture) {
             let db_url = src.database_url.clone().or_else(|| own_url.clone());
-            let table = Arc::new(Streamed::new(&name, src.pool.clone(), order.clone(), db_url));
+            let table = Arc::new(Streamed::new(&name, src.pool.clone(), order.clone(), *delete, db_url));
             tasks.spawn(relay_table(table, name, cfg.clone(), r.stats, owner, url, stop));
         } else if src.native() {
             let table = Arc::new(Native::new(src.pool.clone(), marks_pool));

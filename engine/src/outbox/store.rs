@@ -206,6 +206,18 @@ pub async fn mark_published(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<u64,
     Ok(res.rows_affected())
 }
 
+/// Deletes published rows instead of marking them (the commit stream's `after_publish =
+/// "delete"`: the log carried the event, the table stays small). An archived row stays.
+pub async fn delete_published(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<u64, StoreError> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let res = sqlx::query!("DELETE FROM outbox WHERE id = ANY($1) AND status IN ('pending', 'failed')", ids)
+        .execute(ex)
+        .await?;
+    Ok(res.rows_affected())
+}
+
 /// One failed attempt to record: the row, the broker's reason, when to try again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailedAttempt {

@@ -78,6 +78,9 @@ pub(crate) struct Streamed {
     /// cluster-wide: two databases' relays must not share one). Known once prepared.
     names: std::sync::OnceLock<Names>,
     order: OrderKey,
+    /// A published event's row is deleted, not marked: a row the stream carries and the table
+    /// no longer has was published.
+    delete: bool,
     /// Keyed by the slot's name, so made once the names are known.
     lock: std::sync::OnceLock<Standby>,
     /// The password of the URL the pool was opened from (the stream's own connection).
@@ -106,8 +109,8 @@ impl Drop for Feed {
 #[derive(Default)]
 struct State {
     layout: Option<Layout>,
-    /// The transaction being read: its inserts so far (the rest is still to come).
-    open_txn: Option<Vec<(i64, Result<ClaimedRow, String>)>>,
+    /// The transaction being read: its id and its inserts so far (the rest is still to come).
+    open_txn: Option<(u32, Vec<(i64, Result<ClaimedRow, String>)>)>,
     /// Commits read and not yet settled, oldest first.
     commits: VecDeque<Commit>,
     /// Events from the stream in flight (handed out, not yet settled).
@@ -137,18 +140,21 @@ struct Out {
 /// One transaction read from the stream: its commit's end and its inserts, each read from
 /// the stream or, when the stream's copy cannot be read, to be read from the table.
 struct Txn {
+    xid: u32,
     end: i64,
     events: Vec<(i64, Result<ClaimedRow, String>)>,
 }
 
 impl Streamed {
-    /// `url`: the database URL `pool` was opened from, for the stream's password.
-    pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey, url: Option<String>) -> Self {
+    /// `delete`: published rows are deleted (`after_publish = "delete"`); `url`: the database
+    /// URL `pool` was opened from, for the stream's password.
+    pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey, delete: bool, url: Option<String>) -> Self {
         Self {
             source: source.to_string(),
             pool,
             names: Default::default(),
             order,
+            delete,
             lock: Default::default(),
             url,
             feed: Mutex::default(),
@@ -352,6 +358,10 @@ impl Streamed {
 
         let (txns, read) = self.read(batch)?;
         let ids: Vec<i64> = txns.iter().flat_map(|t| t.events.iter().map(|(id, _)| *id)).collect();
+        // The walsender sends a transaction once its commit is in the log, which is a moment
+        // before other sessions see it: what the table says of its rows is read after.
+        let xids: Vec<i64> = txns.iter().filter(|t| !t.events.is_empty()).map(|t| t.xid as i64).collect();
+        visible(&mut *conn, &xids).await?;
         let known = sqlx::query!(
             r#"SELECT id, (status <> 'pending' OR stream_lsn IS NOT NULL) AS "settled!" FROM outbox WHERE id = ANY($1)"#,
             &ids
@@ -378,7 +388,8 @@ impl Streamed {
             for txn in txns {
                 let mut open = 0;
                 for (id, row) in txn.events {
-                    if settled.contains(&id) {
+                    // Deleted after publish: gone from the table means sent.
+                    if settled.contains(&id) || (self.delete && !in_table.contains(&id)) {
                         continue;
                     }
                     let row = match row {
@@ -445,7 +456,7 @@ impl Streamed {
         for (lsn, data) in &changes {
             let lsn = *lsn;
             match pgoutput::decode(data).map_err(|e| bad(lsn, e.to_string()))? {
-                Message::Begin { .. } => st.open_txn = Some(Vec::new()),
+                Message::Begin { xid, .. } => st.open_txn = Some((xid, Vec::new())),
                 Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
                     st.layout = Some(Layout::of(&rel, "routing_key").map_err(|e| bad(lsn, e))?);
                 }
@@ -456,14 +467,13 @@ impl Streamed {
                     let id =
                         layout.id(&tuple).map_err(|e| bad(lsn, format!("an insert without a readable id: {e}")))?;
                     let row = layout.row(&tuple);
-                    st.open_txn
-                        .as_mut()
-                        .ok_or_else(|| bad(lsn, "an insert outside a transaction".into()))?
-                        .push((id, row));
+                    let txn = st.open_txn.as_mut().ok_or_else(|| bad(lsn, "an insert outside a transaction".into()))?;
+                    txn.1.push((id, row));
                 }
                 Message::Commit { end_lsn, .. } => {
-                    let events = st.open_txn.take().ok_or_else(|| bad(lsn, "a commit without its begin".into()))?;
-                    txns.push(Txn { end: end_lsn as i64, events });
+                    let (xid, events) =
+                        st.open_txn.take().ok_or_else(|| bad(lsn, "a commit without its begin".into()))?;
+                    txns.push(Txn { xid, end: end_lsn as i64, events });
                 }
                 _ => {}
             }
@@ -635,7 +645,11 @@ impl Driver for Streamed {
         failed: &[FailedAttempt],
     ) -> Result<Written, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let changed = super::store::mark_published(&mut *tx, published).await?;
+        let changed = if self.delete {
+            super::store::delete_published(&mut *tx, published).await?
+        } else {
+            super::store::mark_published(&mut *tx, published).await?
+        };
         let mut outcomes = Vec::new();
         if !failed.is_empty() {
             let ids: Vec<i64> = failed.iter().map(|a| a.id).collect();
@@ -764,6 +778,35 @@ async fn pump(
             }
         }
     }
+}
+
+/// Waits until these committed transactions (32-bit ids, as the stream gives them) are visible
+/// to a new snapshot: a row of one read before would look missing, and a hold of it would
+/// change nothing.
+async fn visible(conn: &mut PgConnection, xids: &[i64]) -> Result<(), StoreError> {
+    if xids.is_empty() {
+        return Ok(());
+    }
+    for _ in 0..5_000 {
+        // The full id: the epoch of the snapshot's xmax, or the one before for an id above its
+        // low half (at epoch 0 no such transaction runs).
+        let pending = sqlx::query_scalar!(
+            r#"WITH s AS (SELECT pg_current_snapshot() AS snap,
+                                 pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax),
+                    f AS (SELECT s.snap, ((s.xmax >> 32) - CASE WHEN x > (s.xmax & 4294967295) THEN 1 ELSE 0 END) << 32 | x AS full_id
+                            FROM s, unnest($1::bigint[]) AS x)
+               SELECT count(*) AS "n!" FROM f
+                WHERE f.full_id >= 0 AND NOT pg_visible_in_snapshot(f.full_id::text::xid8, f.snap)"#,
+            xids
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        if pending == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Err(StoreError::Invalid(format!("transactions {xids:?} came in the commit stream but stay invisible")))
 }
 
 /// Rows of the table by id, for held heads and events the stream carried unreadably.

@@ -7,8 +7,9 @@ pub enum Capture {
     /// Claims by polling: any PostgreSQL, any number of relays at once.
     #[default]
     Poll,
-    /// The commit stream: events in commit order, one relay at a time per table.
-    Logical { order: OrderKey },
+    /// The commit stream: events in commit order, one relay at a time per table. `delete`:
+    /// a published event's row is deleted instead of marked (`after_publish = "delete"`).
+    Logical { order: OrderKey, delete: bool },
 }
 
 /// What makes two events "of one key" (an aggregate): they reach the broker in the order
@@ -44,9 +45,15 @@ impl OrderKey {
     }
 }
 
-/// `capture` (`poll` or `logical`) and `order_key` (`routing_key` or `header:NAME`), as
-/// written in the settings; the reason when they are wrong.
-pub fn parse(capture: Option<&str>, order_key: Option<&str>) -> Result<Capture, String> {
+/// `capture` (`poll` or `logical`), `order_key` (`routing_key` or `header:NAME`) and
+/// `after_publish` (`mark` or `delete`), as written in the settings; the reason when they are
+/// wrong.
+pub fn parse(capture: Option<&str>, order_key: Option<&str>, after_publish: Option<&str>) -> Result<Capture, String> {
+    let delete = match after_publish.map(str::trim) {
+        None | Some("mark") => false,
+        Some("delete") => true,
+        Some(other) => return Err(format!("`after_publish` = `{other}`: use `mark` or `delete`")),
+    };
     let order = match order_key.map(str::trim) {
         None | Some("routing_key") => OrderKey::RoutingKey,
         Some(h) if h.starts_with("header:") => {
@@ -63,9 +70,13 @@ pub fn parse(capture: Option<&str>, order_key: Option<&str>) -> Result<Capture, 
             if order_key.is_some() {
                 return Err("`order_key` applies to `capture = \"logical\"` only".into());
             }
+            if delete {
+                // A polled table's rows are its only record: the stream's log is not kept.
+                return Err("`after_publish = \"delete\"` applies to `capture = \"logical\"` only".into());
+            }
             Ok(Capture::Poll)
         }
-        Some("logical") => Ok(Capture::Logical { order }),
+        Some("logical") => Ok(Capture::Logical { order, delete }),
         Some(other) => Err(format!("`capture` = `{other}`: use `poll` or `logical`")),
     }
 }
@@ -76,16 +87,25 @@ mod tests {
 
     #[test]
     fn capture_and_order_key_read_as_written_and_wrong_ones_are_named() {
-        assert_eq!(parse(None, None), Ok(Capture::Poll));
-        assert_eq!(parse(Some("logical"), None), Ok(Capture::Logical { order: OrderKey::RoutingKey }));
+        assert_eq!(parse(None, None, None), Ok(Capture::Poll));
         assert_eq!(
-            parse(Some("logical"), Some("header:order_id")),
-            Ok(Capture::Logical { order: OrderKey::Header("order_id".into()) })
+            parse(Some("logical"), None, None),
+            Ok(Capture::Logical { order: OrderKey::RoutingKey, delete: false })
         );
-        assert!(parse(Some("cdc"), None).unwrap_err().contains("`poll` or `logical`"));
-        assert!(parse(Some("logical"), Some("aggregate")).unwrap_err().contains("header:NAME"));
-        assert!(parse(Some("logical"), Some("header:")).unwrap_err().contains("1 to 255"));
-        assert!(parse(None, Some("routing_key")).unwrap_err().contains("logical"));
+        assert_eq!(
+            parse(Some("logical"), Some("header:order_id"), Some("delete")),
+            Ok(Capture::Logical { order: OrderKey::Header("order_id".into()), delete: true })
+        );
+        assert_eq!(
+            parse(Some("logical"), None, Some("mark")),
+            Ok(Capture::Logical { order: OrderKey::RoutingKey, delete: false })
+        );
+        assert!(parse(Some("cdc"), None, None).unwrap_err().contains("`poll` or `logical`"));
+        assert!(parse(Some("logical"), Some("aggregate"), None).unwrap_err().contains("header:NAME"));
+        assert!(parse(Some("logical"), Some("header:"), None).unwrap_err().contains("1 to 255"));
+        assert!(parse(None, Some("routing_key"), None).unwrap_err().contains("logical"));
+        assert!(parse(None, None, Some("delete")).unwrap_err().contains("logical"));
+        assert!(parse(Some("logical"), None, Some("drop")).unwrap_err().contains("`mark` or `delete`"));
         let h = serde_json::json!({"order_id": "o-7", "n": 3});
         assert_eq!(OrderKey::Header("order_id".into()).of("rk", &h), "o-7");
         assert_eq!(OrderKey::Header("n".into()).of("rk", &h), "3");

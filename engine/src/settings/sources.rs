@@ -51,7 +51,7 @@ pub(super) fn validate(sources: &[MappedOutbox]) -> Result<(), SettingsError> {
         if !(10..=60_000).contains(&m.poll_ms) {
             return Err(invalid(&m.name, format!("`poll_ms` = {} is outside 10..=60000", m.poll_ms)));
         }
-        match super::capture::parse(m.capture.as_deref(), m.order_key.as_deref()) {
+        match super::capture::parse(m.capture.as_deref(), m.order_key.as_deref(), m.after_publish.as_deref()) {
             Err(reason) => return Err(invalid(&m.name, reason)),
             Ok(super::Capture::Logical { .. }) if !m.native => {
                 return Err(invalid(
