@@ -109,8 +109,9 @@ impl Drop for Feed {
 #[derive(Default)]
 struct State {
     layout: Option<Layout>,
-    /// The transaction being read: its id and its inserts so far (the rest is still to come).
-    open_txn: Option<(u32, Vec<(i64, Result<ClaimedRow, String>)>)>,
+    /// The transaction being read: its inserts so far (the rest is still to come; its end is
+    /// known at its commit).
+    open_txn: Option<Txn>,
     /// Commits read and not yet settled, oldest first.
     commits: VecDeque<Commit>,
     /// Events from the stream in flight (handed out, not yet settled).
@@ -456,7 +457,7 @@ impl Streamed {
         for (lsn, data) in &changes {
             let lsn = *lsn;
             match pgoutput::decode(data).map_err(|e| bad(lsn, e.to_string()))? {
-                Message::Begin { xid, .. } => st.open_txn = Some((xid, Vec::new())),
+                Message::Begin { xid, .. } => st.open_txn = Some(Txn { xid, end: 0, events: Vec::new() }),
                 Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
                     st.layout = Some(Layout::of(&rel, "routing_key").map_err(|e| bad(lsn, e))?);
                 }
@@ -468,12 +469,11 @@ impl Streamed {
                         layout.id(&tuple).map_err(|e| bad(lsn, format!("an insert without a readable id: {e}")))?;
                     let row = layout.row(&tuple);
                     let txn = st.open_txn.as_mut().ok_or_else(|| bad(lsn, "an insert outside a transaction".into()))?;
-                    txn.1.push((id, row));
+                    txn.events.push((id, row));
                 }
                 Message::Commit { end_lsn, .. } => {
-                    let (xid, events) =
-                        st.open_txn.take().ok_or_else(|| bad(lsn, "a commit without its begin".into()))?;
-                    txns.push(Txn { xid, end: end_lsn as i64, events });
+                    let txn = st.open_txn.take().ok_or_else(|| bad(lsn, "a commit without its begin".into()))?;
+                    txns.push(Txn { end: end_lsn as i64, ..txn });
                 }
                 _ => {}
             }
