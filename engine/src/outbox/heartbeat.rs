@@ -18,6 +18,9 @@ use crate::settings::RelaySettings;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
+/// How often a source taken or let go is looked for between beats.
+const ACTIVE_CHECK: Duration = Duration::from_millis(200);
+
 /// Upserts this relay's `heartbeats` row every few seconds, and once more when stopping.
 pub(crate) async fn run(
     pool: PgPool,
@@ -84,9 +87,17 @@ pub(crate) async fn run(
         if stopping {
             break;
         }
-        tokio::select! {
-            _ = stop.cancelled() => {}
-            _ = tokio::time::sleep(HEARTBEAT_EVERY) => {}
+        // The next beat in HEARTBEAT_EVERY, or as soon as a source is taken or let go, so the
+        // console does not say "no relay" for seconds after a relay took a source.
+        let written: Vec<bool> = sources.iter().map(|(_, s)| s.active.load(Relaxed)).collect();
+        let due = tokio::time::Instant::now() + HEARTBEAT_EVERY;
+        while tokio::time::Instant::now() < due
+            && sources.iter().zip(&written).all(|((_, s), w)| s.active.load(Relaxed) == *w)
+        {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(ACTIVE_CHECK) => {}
+            }
         }
     }
 }

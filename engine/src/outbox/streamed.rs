@@ -360,15 +360,14 @@ impl Streamed {
         let (txns, read) = self.read(batch)?;
         let ids: Vec<i64> = txns.iter().flat_map(|t| t.events.iter().map(|(id, _)| *id)).collect();
         // The walsender sends a transaction once its commit is in the log, which is a moment
-        // before other sessions see it: what the table says of its rows is read after.
-        let xids: Vec<i64> = txns.iter().filter(|t| !t.events.is_empty()).map(|t| t.xid as i64).collect();
-        visible(&mut *conn, &xids).await?;
-        let known = sqlx::query!(
-            r#"SELECT id, (status <> 'pending' OR stream_lsn IS NOT NULL) AS "settled!" FROM outbox WHERE id = ANY($1)"#,
-            &ids
-        )
-        .fetch_all(&mut *conn)
-        .await?;
+        // before other sessions see it: a row missing from the table may only be unseen yet.
+        // Then the read waits until every streamed transaction is seen, and is made again.
+        let mut known = known_rows(&mut *conn, &ids).await?;
+        if known.len() < ids.len() {
+            let xids: Vec<i64> = txns.iter().filter(|t| !t.events.is_empty()).map(|t| t.xid as i64).collect();
+            visible(&mut *conn, &xids).await?;
+            known = known_rows(&mut *conn, &ids).await?;
+        }
         let settled: HashSet<i64> = known.iter().filter(|k| k.settled).map(|k| k.id).collect();
         let in_table: HashSet<i64> = known.iter().map(|k| k.id).collect();
         // The stream's copy of a row it could not read: the table's, which is the same event.
@@ -778,6 +777,23 @@ async fn pump(
             }
         }
     }
+}
+
+/// Which of these rows the table has, and whether each is settled (published, archived,
+/// failed or held): `(id, settled)`.
+async fn known_rows(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<Known>, StoreError> {
+    Ok(sqlx::query_as!(
+        Known,
+        r#"SELECT id, (status <> 'pending' OR stream_lsn IS NOT NULL) AS "settled!" FROM outbox WHERE id = ANY($1)"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?)
+}
+
+struct Known {
+    id: i64,
+    settled: bool,
 }
 
 /// Waits until these committed transactions (32-bit ids, as the stream gives them) are visible
