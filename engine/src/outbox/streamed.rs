@@ -3,10 +3,10 @@
 //! the order their transactions committed and nothing runs on the service's commit.
 //!
 //! Policy:
-//! - one relay at a time reads the slot (PostgreSQL lets one session use a slot): the holder of
-//!   the slot's lock ([`super::standby`]); every read, hold and move of the slot runs on the
-//!   lock's connection, so a lost lock stops the session at its next claim;
-//! - the slot is streamed ([`replication`]: PostgreSQL's walsender pushes each transaction as
+//! - one relay at a time streams the slot (PostgreSQL lets one walsender stream a slot): the
+//!   holder of the slot's lock ([`super::standby`]); every claim's reads and holds of the table
+//!   run on the lock's connection, so a lost lock stops the session at its next claim;
+//! - the slot is streamed ([`super::logical::replication`]: the walsender pushes each transaction as
 //!   it commits, in commit order) into a queue that wakes the relay; a claim takes what is
 //!   queued, skips the rows the table shows settled (published, archived, failed or held: a
 //!   new session re-reads from the slot's confirmed position), and hands out the rest;
