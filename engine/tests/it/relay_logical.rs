@@ -119,6 +119,18 @@ async fn write(pool: &PgPool, exchange: &str, routing_key: &str, key: &str, even
     ids
 }
 
+/// 600 service transactions of 1 or 2 events each, over `keys` keys: each event's id and key.
+async fn write_many(pool: PgPool, exchange: String, keys: usize) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    for i in 0..600 {
+        let key = format!("order-{}", i % keys);
+        for id in write(&pool, &exchange, "orders", &key, 1 + i % 2, 0).await {
+            out.push((id, key.clone()));
+        }
+    }
+    out
+}
+
 async fn counter_table(pool: &PgPool) {
     // Runtime-checked: the test's own table.
     sqlx::raw_sql("CREATE TABLE public.key_counter (k text PRIMARY KEY, n int NOT NULL)").execute(pool).await.unwrap();
@@ -332,19 +344,7 @@ async fn a_relay_killed_mid_stream_loses_nothing_and_a_standby_takes_the_slot_ov
     let first = start(&db.pool, c.clone());
     let standby = start(&db.pool, c.clone());
     slot_made(&db).await;
-    let writer = {
-        let (pool, exchange) = (db.pool.clone(), b.exchange.clone());
-        tokio::spawn(async move {
-            let mut out = Vec::new();
-            for i in 0..600 {
-                let key = format!("order-{}", i % 7);
-                for id in write(&pool, &exchange, "orders", &key, 1 + i % 2, 0).await {
-                    out.push((id, key.clone()));
-                }
-            }
-            out
-        })
-    };
+    let writer = tokio::spawn(write_many(db.pool.clone(), b.exchange.clone(), 7));
     // Whichever took the slot is killed mid-stream: its task dropped with confirms in flight and
     // marks unwritten, its database sessions (and the slot's lock) closed.
     wait_until(&db.pool, "some published", |n| n >= 100, "SELECT count(*) FROM outbox WHERE status = 'published'")
@@ -385,19 +385,7 @@ async fn after_publish_delete_empties_the_table_and_a_kill_neither_loses_nor_res
     slot_made(&db).await;
     // One unroutable event: refused, it stays in the table (failed, then held), not deleted.
     let lost = write(&db.pool, &b.exchange, "nowhere", "order-lost", 1, 0).await;
-    let writer = {
-        let (pool, exchange) = (db.pool.clone(), b.exchange.clone());
-        tokio::spawn(async move {
-            let mut out = Vec::new();
-            for i in 0..600 {
-                let key = format!("order-{}", i % 5);
-                for id in write(&pool, &exchange, "orders", &key, 1 + i % 2, 0).await {
-                    out.push((id, key.clone()));
-                }
-            }
-            out
-        })
-    };
+    let writer = tokio::spawn(write_many(db.pool.clone(), b.exchange.clone(), 5));
     // Rows leave the table as they are published; whichever relay streams is killed midway.
     wait_until(
         &db.pool,
