@@ -24,7 +24,7 @@ fn events() -> i64 {
     std::env::var("CHAOS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000)
 }
 
-pub(crate) fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Running {
     spawn_on(role, db_url, ("AMQP_URL", &engine::testing::amqp_url()), extra)
 }
 
@@ -39,8 +39,32 @@ fn output() -> Stdio {
     }
 }
 
+/// A spawned `revenant`, killed when dropped: also when the test fails midway, since a
+/// stray process would go on holding its connections, queues and database.
+pub(crate) struct Running(Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
 /// [`spawn`] with the broker given as `(variable, value)`: `AMQP_URL` or `AMQP_URLS`.
-pub(crate) fn spawn_on(role: &str, db_url: &str, broker: (&str, &str), extra: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn_on(role: &str, db_url: &str, broker: (&str, &str), extra: &[(&str, &str)]) -> Running {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_revenant"));
     cmd.arg(role)
         .env("DATABASE_URL", db_url)
@@ -61,7 +85,7 @@ pub(crate) fn spawn_on(role: &str, db_url: &str, broker: (&str, &str), extra: &[
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    cmd.spawn().expect("spawn revenant")
+    Running(cmd.spawn().expect("spawn revenant"))
 }
 
 pub(crate) fn kill9(child: &mut Child) {

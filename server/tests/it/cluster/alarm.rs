@@ -47,17 +47,6 @@ async fn prefix_of(pool: &sqlx::PgPool, role: &str) -> String {
     format!("revenant-{role} {instance}")
 }
 
-/// `serve`, killed when dropped (also when the test fails midway: a stray process would keep
-/// its connections on the cluster).
-struct Serve(std::process::Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
 /// Open connections per name prefix, from node 1's management API.
 async fn connections(prefix: &str) -> usize {
     let url = "http://127.0.0.1:15681/api/connections?columns=user_provided_name,client_properties";
@@ -146,7 +135,7 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
         ("REVENANT_ALERTS", "false"),
         ("REVENANT_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15681"),
     ];
-    let serve = Serve(spawn_on("serve", &db.url, ("AMQP_URLS", &urls_from(0)), &roles));
+    let serve = spawn_on("serve", &db.url, ("AMQP_URLS", &urls_from(0)), &roles);
     let base = format!("http://{bind}");
     let web = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     wait_until("the console answers", Duration::from_secs(60), async || {
