@@ -1,6 +1,6 @@
 import { test, expect } from "@playwright/test";
 import { signIn, shot } from "./helpers";
-import { depth, publish, revenant, sql } from "./env";
+import { depth, publish, queue, revenant, sql } from "./env";
 
 test("a viewer sees the discovered DLQ but no button to start it", async ({ page }) => {
   await signIn(page, "viewer");
@@ -62,3 +62,35 @@ test("an admin starts ingesting a discovered DLQ from the page and sees its mess
   );
 });
 
+test("a DLQ deleted on the broker says so on its card and offers only to stop ingesting it", async ({ page }) => {
+  const name = `e2e.gone.${Date.now()}.dlq`;
+  const tag = `gone-${Date.now()}`;
+  await queue(name, true);
+  revenant(["dlq", "add", "--force", name]);
+  await publish(name, `{"gone": "${tag}"}`, { message_id: tag });
+  await signIn(page, "admin");
+  await expect(async () => {
+    await page.goto(`/dead-letters?queue=${name}`);
+    await expect(page.getByTestId("dl-count")).toContainText("1 messages");
+  }).toPass({ timeout: 30_000 });
+
+  await queue(name, false);
+  // The depth sampler (every 10 s) finds it gone; its dead letter stays, to triage.
+  const card = page.getByTestId("dlq-card").filter({ hasText: name });
+  await expect(async () => {
+    await page.goto("/dead-letters", { waitUntil: "networkidle" });
+    await expect(card.getByTestId("queue-missing")).toHaveText("no longer exists on the broker");
+  }).toPass({ timeout: 40_000 });
+  await expect(card.getByTestId("queue-missing-note")).toContainText("Stop ingesting it, or declare it again.");
+  await expect(card.getByTestId("awaiting")).toHaveText("1");
+  await expect(card.getByTestId("dlq-start")).toHaveCount(0);
+  await shot(page, "dlq-gone");
+
+  await card.getByTestId("dlq-stop").click();
+  await expect(page.getByRole("status")).toContainText("ingesting stops within a few seconds");
+  // Stopped and gone: nothing to start until it is declared again.
+  await page.goto("/dead-letters", { waitUntil: "networkidle" });
+  await expect(card.getByTestId("queue-missing-note")).toContainText("Declare it again to ingest it.");
+  await expect(card.getByTestId("dlq-start")).toHaveCount(0);
+  expect(sql(`SELECT count(*) FROM revenant.missing_queues WHERE queue = '${name}'`)).toBe("1");
+});

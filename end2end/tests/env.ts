@@ -59,6 +59,16 @@ export async function take(queue: string, count = 200): Promise<Array<{ payload:
   return await resp.json();
 }
 
+/** Declares (`declare`) or deletes a durable queue of the journeys' vhost through the management API. */
+export async function queue(name: string, declare: boolean) {
+  const resp = await fetch(`http://127.0.0.1:15672/api/queues/${VHOST}/${encodeURIComponent(name)}`, {
+    method: declare ? "PUT" : "DELETE",
+    headers: { authorization: auth, "content-type": "application/json" },
+    body: declare ? JSON.stringify({ durable: true }) : undefined,
+  });
+  if (!resp.ok) throw new Error(`${declare ? "declare" : "delete"} ${name}: HTTP ${resp.status}`);
+}
+
 /** Messages in a queue of the journeys' vhost (ready + unacked), as the broker counts them now. */
 export async function depth(queue: string): Promise<number> {
   const resp = await fetch(`http://127.0.0.1:15672/api/queues/${VHOST}/${encodeURIComponent(queue)}?msg_rates_age=0`, {

@@ -24,9 +24,9 @@ export async function createDlqAwaitingRule(page: Page, name: string, queue: str
   await field("Name").fill(name);
   await field("Kind").selectOption("dlq_awaiting");
   await field("Target").fill(queue);
-  await field("Warning at").fill(warn);
-  await field("Critical at").fill(crit);
-  await field("Recovers at").fill("0");
+  await field("Threshold").fill(warn);
+  await field("Critical at (optional)").fill(crit);
+  await field("Recovers at (optional)").fill("0");
   await field("For (seconds)").fill("0");
   await form.getByRole("button", { name: "Create rule" }).click();
 }

@@ -31,6 +31,7 @@ pub mod headers;
 pub mod inflow;
 pub mod ingest;
 pub mod kind;
+pub mod missing;
 pub mod model;
 pub mod queue_health;
 pub mod reason;

@@ -216,7 +216,7 @@ async fn seed_demo_rules(pool: &sqlx::PgPool) {
             webhook_format: String::new(),
             enabled: true,
         };
-        match engine::alerts::create(pool, &actor, &engine::auth::ClientIp(None), &input).await {
+        match engine::alerts::create(pool, &actor, &engine::auth::ClientIp(None), &input, false).await {
             Ok(_) => println!("demo alert rule added: {name}"),
             Err(engine::alerts::RuleError::Conflict(_)) => {}
             Err(e) => eprintln!("demo alert rule {name} not added: {e}"),

@@ -1,6 +1,15 @@
 //! Alert rules: what a rule measures, the state it is in, how bad a breach is, and how its
 //! webhook speaks.
 
+/// A rule given no recovery threshold resolves at or below this share of its threshold: a
+/// little below it, so a value hovering at the threshold does not fire and resolve in turn.
+pub const RECOVER_SHARE: f64 = 0.9;
+
+/// The recovery threshold of a rule that gives none.
+pub fn default_recovery(threshold: f64) -> f64 {
+    threshold * RECOVER_SHARE
+}
+
 words! {
     pub enum RuleKind {
         /// Broker-side ready messages of a queue (latest depth sample).

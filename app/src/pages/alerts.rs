@@ -25,9 +25,18 @@ pub fn num(v: f64) -> String {
     }
 }
 
-/// A rule's thresholds in one line: `warn 10 · crit 100 · recover ≤ 2`.
+/// A rule's thresholds in one line, comparisons written out: `fires ≥ 10 · critical ≥ 100 ·
+/// resolves ≤ 2`, or with one level `fires (critical) ≥ 100 · resolves ≤ 90`.
 pub fn thresholds(r: &RuleRowView) -> String {
-    format!("warn {} · crit {} · recover ≤ {}", num(r.warn), num(r.crit), num(r.recover))
+    threshold_words(r.warn, r.crit, r.recover)
+}
+
+pub fn threshold_words(warn: f64, crit: f64, recover: f64) -> String {
+    if warn == crit {
+        format!("fires (critical) ≥ {} · resolves ≤ {}", num(warn), num(recover))
+    } else {
+        format!("fires ≥ {} · critical ≥ {} · resolves ≤ {}", num(warn), num(crit), num(recover))
+    }
 }
 
 #[component]

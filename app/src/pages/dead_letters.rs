@@ -84,6 +84,10 @@ pub fn Sparkline(series: Vec<i64>) -> impl IntoView {
     }
 }
 
+/// A broker sample older than this (six sampling rounds) is said to be old rather than shown
+/// as the queue's depth beside counts that are fresh.
+const STALE_SAMPLE_SECS: i64 = 60;
+
 #[component]
 pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl IntoView {
     let empty = list.is_empty();
@@ -97,7 +101,12 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                     (false, true) => Some("stopped: an ingester is closing its consumer"),
                     (false, false) => Some("not ingested"),
                 };
-                let button = manage.map(|m| view! { <WatchButton queue=q.queue.clone() start=!q.watching manage=m /> });
+                // A queue the broker no longer has can be stopped, not started.
+                let gone = q.missing_secs.is_some();
+                let button = manage
+                    .filter(|_| q.watching || !gone)
+                    .map(|m| view! { <WatchButton queue=q.queue.clone() start=!q.watching manage=m /> });
+                let stale = q.sampled_secs_ago.filter(|s| *s > STALE_SAMPLE_SECS);
                 view! {
                     <div class="card px-3 py-2" data-testid="dlq-card">
                         <a href=href class="block hover:text-violet-700">
@@ -107,12 +116,32 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                             </div>
                             <div class="flex gap-4 text-sm mt-1">
                                 <span><span class="text-xl font-semibold tabular-nums" data-testid="awaiting">{q.awaiting}</span>" awaiting triage"</span>
-                                <span class="muted">"broker: "{q.ready.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" ready · "
-                                    {q.unacked.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" unacked · "
-                                    {q.consumers.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" consumers"</span>
+                                {match (q.missing_secs, stale) {
+                                    (Some(_), _) => view! {
+                                        <span class="text-red-700 dark:text-red-300" data-testid="queue-missing">"no longer exists on the broker"</span>
+                                    }.into_any(),
+                                    (None, Some(age)) => view! {
+                                        <span class="text-amber-700 dark:text-amber-300" data-testid="stale-sample"
+                                            title="the depth sampler runs with the ingest role, every 10 s">
+                                            {format!("broker: not sampled for {} (then {} ready)", format::age_secs(age),
+                                                q.ready.map(|r| r.to_string()).unwrap_or_else(|| "?".into()))}
+                                        </span>
+                                    }.into_any(),
+                                    (None, None) => view! {
+                                        <span class="muted">"broker: "{q.ready.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" ready · "
+                                            {q.unacked.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" unacked · "
+                                            {q.consumers.map(|r| r.to_string()).unwrap_or_else(|| "?".into())}" consumers"</span>
+                                    }.into_any(),
+                                }}
                             </div>
                             <inflow_chart::InflowChart per_minute=q.inflow.clone() />
                         </a>
+                        {q.missing_secs.map(|secs| view! {
+                            <p class="text-xs text-red-700 dark:text-red-300 mt-1" data-testid="queue-missing-note">
+                                {format!("The broker has no queue by this name (for {}): its dead letters stay here to triage. ", format::age_secs(secs))}
+                                {if q.watching { "Stop ingesting it, or declare it again." } else { "Declare it again to ingest it." }}
+                            </p>
+                        })}
                         {q.stuck.clone().map(|why| view! {
                             <p class="text-xs text-red-700 dark:text-red-300 mt-1 break-words" data-testid="stuck">"Not moving: "{why}</p>
                         })}

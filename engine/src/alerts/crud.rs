@@ -166,9 +166,35 @@ async fn audit(
     audit::record(&mut **tx, entry).await.map(|_| ())
 }
 
-pub async fn create(pool: &PgPool, who: &Principal, ip: &ClientIp, input: &RuleInput) -> Result<Rule, RuleError> {
+/// Validates `input`, and refuses a webhook the egress policy would never call (unless
+/// `allow_private_webhooks`), with every mistake at once.
+pub async fn checked(input: &RuleInput, allow_private_webhooks: bool) -> Result<ValidRule, RuleError> {
+    let valid = input.validate();
+    let url = input.webhook_url.trim();
+    let refused =
+        if url.is_empty() || allow_private_webhooks { None } else { super::egress::refused_at_save(url).await };
+    let refused = refused.map(|why| FieldError { field: "webhook_url".into(), message: format!("webhook_url: {why}") });
+    match (valid, refused) {
+        (Ok(v), None) => Ok(v),
+        (Ok(_), Some(e)) => Err(RuleError::Invalid(vec![e])),
+        (Err(mut errs), refused) => {
+            if !errs.iter().any(|e| e.field == "webhook_url") {
+                errs.extend(refused);
+            }
+            Err(RuleError::Invalid(errs))
+        }
+    }
+}
+
+pub async fn create(
+    pool: &PgPool,
+    who: &Principal,
+    ip: &ClientIp,
+    input: &RuleInput,
+    allow_private_webhooks: bool,
+) -> Result<Rule, RuleError> {
     allowed(who)?;
-    let v = input.validate().map_err(RuleError::Invalid)?;
+    let v = checked(input, allow_private_webhooks).await?;
     let mut tx = pool.begin().await?;
     let id = sqlx::query_scalar!(
         "INSERT INTO alert_rules (name, kind, target, warn_threshold, crit_threshold, recover_threshold, for_secs,
@@ -206,9 +232,10 @@ pub async fn update(
     ip: &ClientIp,
     id: i64,
     input: &RuleInput,
+    allow_private_webhooks: bool,
 ) -> Result<Rule, RuleError> {
     allowed(who)?;
-    let v = input.validate().map_err(RuleError::Invalid)?;
+    let v = checked(input, allow_private_webhooks).await?;
     let mut tx = pool.begin().await?;
     let res = sqlx::query!(
         "UPDATE alert_rules SET name = $2, kind = $3, target = $4, warn_threshold = $5, crit_threshold = $6,

@@ -57,9 +57,13 @@ pub fn is_public(ip: IpAddr) -> bool {
 /// Why a URL may not be called, when it names a non-public address literally (or is not a
 /// URL at all). Host names are checked at resolution, by `PublicOnly`.
 pub fn refuse_literal(url: &str) -> Option<String> {
+    literal(url).map(|why| format!("not sent: {why}"))
+}
+
+fn literal(url: &str) -> Option<String> {
     let parsed = match url::Url::parse(url) {
         Ok(u) => u,
-        Err(e) => return Some(format!("not sent: the webhook URL is not valid ({e})")),
+        Err(e) => return Some(format!("the webhook URL is not valid ({e})")),
     };
     let ip = match parsed.host()? {
         url::Host::Ipv4(v4) => IpAddr::V4(v4),
@@ -67,11 +71,61 @@ pub fn refuse_literal(url: &str) -> Option<String> {
         url::Host::Domain(_) => return None,
     };
     (!is_public(ip)).then(|| {
-        format!(
-            "not sent: {ip} is a loopback, private or link-local address (set alerts.allow_private_webhooks to allow)"
-        )
+        format!("{ip} is a loopback, private or link-local address (set alerts.allow_private_webhooks to allow)")
     })
 }
+
+/// How long saving a rule waits for its webhook's host name to resolve.
+const RESOLVE_AT_SAVE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Why a webhook URL would never be called, said when the rule is saved rather than at every
+/// delivery: a non-public address, or a host name that resolves only to such addresses. A
+/// name that does not resolve now is let through (DNS may be down; each delivery says so).
+pub async fn refused_at_save(url: &str) -> Option<String> {
+    if let Some(why) = literal(url) {
+        return Some(format!("the alert policy will never call it: {why}"));
+    }
+    let parsed = url::Url::parse(url).ok()?;
+    let Some(url::Host::Domain(host)) = parsed.host() else { return None };
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let found = tokio::time::timeout(RESOLVE_AT_SAVE, tokio::net::lookup_host((host, port))).await.ok()?.ok()?;
+    let found: Vec<SocketAddr> = found.collect();
+    (!found.is_empty() && !found.iter().any(|a| is_public(a.ip())))
+        .then(|| format!("the alert policy will never call it: {}", NotPublic::of(host)))
+}
+
+/// A host name that resolves only to addresses webhooks may not reach: the resolver's error,
+/// which a delivery recognises (it is not retried, the answer would be the same).
+#[derive(Debug)]
+pub struct NotPublic(String);
+
+impl NotPublic {
+    fn of(host: &str) -> Self {
+        Self(format!(
+            "{host} resolves only to loopback, private or link-local addresses (set alerts.allow_private_webhooks to allow)"
+        ))
+    }
+
+    /// Whether `e` or one of its causes is a `NotPublic`.
+    pub fn caused(e: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cause = Some(e);
+        while let Some(c) = cause {
+            if c.is::<NotPublic>() {
+                return true;
+            }
+            cause = c.source();
+        }
+        false
+    }
+}
+
+impl std::fmt::Display for NotPublic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotPublic {}
 
 /// A resolver that answers only public addresses.
 #[derive(Debug, Default)]
@@ -84,11 +138,7 @@ impl Resolve for PublicOnly {
             let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let public: Vec<SocketAddr> = found.into_iter().filter(|a| is_public(a.ip())).collect();
             if public.is_empty() {
-                let msg = format!(
-                    "{host} resolves only to loopback, private or link-local addresses \
-                     (set alerts.allow_private_webhooks to allow)"
-                );
-                return Err(msg.into());
+                return Err(Box::new(NotPublic::of(&host)) as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(public.into_iter()) as Addrs)
         })
@@ -136,6 +186,17 @@ mod tests {
         assert!(refuse_literal("http://0x7f000001/").is_some(), "the URL parser normalises hex IPv4");
         assert!(refuse_literal("https://hooks.slack.com/services/T/B/x").is_none());
         assert!(refuse_literal("https://93.184.216.34/x").is_none());
+    }
+
+    #[tokio::test]
+    async fn saving_refuses_what_would_never_be_called_and_lets_an_unknown_name_through() {
+        let why = refused_at_save("http://127.0.0.1:9/hook?token=x").await.unwrap();
+        assert!(why.contains("never call it") && why.contains("127.0.0.1"), "{why}");
+        assert!(!why.contains("token"), "{why}");
+        let why = refused_at_save("http://localhost:9/hook").await.unwrap();
+        assert!(why.contains("localhost resolves only to loopback"), "{why}");
+        assert_eq!(refused_at_save("https://192.0.2.1/hook").await, None, "a public literal");
+        assert_eq!(refused_at_save("https://no-such-host.invalid/hook").await, None, "unresolvable now: let through");
     }
 
     #[tokio::test]

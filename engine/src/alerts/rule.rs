@@ -4,9 +4,11 @@
 //! other mistake; validation collects every bad field with a message naming it (never just
 //! the first), and only a [`ValidRule`] can be stored. Fields a kind does not use (a target
 //! on `new_failure_group`, a window on non-rate kinds) are dropped rather than refused, so a
-//! form that keeps hidden inputs still saves.
+//! form that keeps hidden inputs still saves. One threshold is enough: the critical threshold
+//! defaults to it and the recovery threshold to [`RECOVER_SHARE`] of it.
 
 use serde::{Deserialize, Serialize};
+pub use types::alert::{RECOVER_SHARE, default_recovery};
 pub use types::{RuleKind, TargetKind, WebhookFormat};
 
 pub const MAX_NAME: usize = 100;
@@ -115,21 +117,33 @@ impl RuleInput {
                 }
             }
         };
+        // One threshold is a rule: critical defaults to it, recovery to RECOVER_SHARE of it.
         let warn = number("warn_threshold", &self.warn_threshold);
-        let crit = number("crit_threshold", &self.crit_threshold);
-        let recover = number("recover_threshold", &self.recover_threshold);
+        let crit =
+            if self.crit_threshold.trim().is_empty() { warn } else { number("crit_threshold", &self.crit_threshold) };
+        let recover_given = !self.recover_threshold.trim().is_empty();
+        let recover = if recover_given {
+            number("recover_threshold", &self.recover_threshold)
+        } else {
+            warn.map(default_recovery)
+        };
         if let (Some(w), Some(c)) = (warn, crit)
             && w > c
         {
             bad("warn_threshold", format!("warn_threshold: {w} is above the critical threshold {c}"));
         }
-        if let (Some(r), Some(w)) = (recover, warn)
-            && r >= w
-        {
-            bad(
+        match (recover, warn) {
+            (Some(r), Some(w)) if r >= w && recover_given => bad(
                 "recover_threshold",
-                format!("recover_threshold: must be below the warning threshold {w}, or the alert would flap"),
-            );
+                format!("recover_threshold: must be below the threshold {w}, or the alert would flap"),
+            ),
+            (Some(r), Some(w)) if r >= w => bad(
+                "warn_threshold",
+                "warn_threshold: 0 would fire on every value (it fires at or above the threshold); give a \
+                 threshold above 0"
+                    .into(),
+            ),
+            _ => {}
         }
 
         let mut whole = |field: &'static str, text: &str, range: std::ops::RangeInclusive<i64>| -> Option<i32> {
@@ -270,7 +284,26 @@ mod tests {
         let e = RuleInput { recover_threshold: "10".into(), ..good() }.validate().unwrap_err();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].field, "recover_threshold");
-        assert!(e[0].message.contains("below the warning threshold"), "{}", e[0].message);
+        assert!(e[0].message.contains("below the threshold"), "{}", e[0].message);
+    }
+
+    #[test]
+    fn one_threshold_is_a_rule_with_critical_at_it_and_recovery_a_little_below() {
+        let one = RuleInput { crit_threshold: " ".into(), recover_threshold: "".into(), ..good() };
+        let v = one.clone().validate().unwrap();
+        assert_eq!((v.warn, v.crit, v.recover), (10.0, 10.0, 9.0));
+        // A recovery given is kept, and one of the two optional thresholds given alone too.
+        let v = RuleInput { recover_threshold: "3".into(), ..one.clone() }.validate().unwrap();
+        assert_eq!((v.crit, v.recover), (10.0, 3.0));
+        let v = RuleInput { crit_threshold: "50".into(), ..one.clone() }.validate().unwrap();
+        assert_eq!((v.crit, v.recover), (50.0, 9.0));
+        // A threshold of 0 would always fire: said on the threshold, not on a field left empty.
+        let e = RuleInput { warn_threshold: "0".into(), ..one.clone() }.validate().unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].field, "warn_threshold");
+        assert!(e[0].message.contains("every value"), "{}", e[0].message);
+        // The threshold itself stays required.
+        assert_eq!(fields(RuleInput { warn_threshold: "".into(), ..one }), ["warn_threshold"]);
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub async fn send_test(
         link: routes::absolute(cfg.public_url.as_deref(), &path),
         at: Utc::now(),
     };
-    let (status, error) = webhook::post(http, cfg, &url, rule.webhook_format, &payload).await;
+    let webhook::Posted { status, error, .. } = webhook::post(http, cfg, &url, rule.webhook_format, &payload).await;
     let delivered = error.is_none();
     audit::record(
         pool,

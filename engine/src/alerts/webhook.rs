@@ -4,7 +4,8 @@
 //! and held while the request is made (bounded by the timeout), so two instances never send
 //! the same attempt and a crash mid-request leaves it to be made again: at least once. A
 //! non-2xx answer or a transport error is recorded on the row and, below the attempt limit,
-//! the next attempt is queued after a backoff with full jitter. A rule silenced meanwhile
+//! the next attempt is queued after a backoff with full jitter; an attempt the egress policy
+//! refused is not (every retry would be refused the same way). A rule silenced meanwhile
 //! sends nothing more. The URL is read from the rule at send time, so fixing a wrong URL
 //! rescues the retries; only its host is ever logged, and errors are recorded without it.
 //! Targets are limited by `egress` (public addresses only, unless allowed) and redirects are
@@ -112,8 +113,8 @@ fn describe(e: reqwest::Error) -> String {
     msg
 }
 
-/// One request: (status code, error, delivered).
-async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -> (Option<i32>, Option<String>, bool) {
+/// One request, as the delivery row records it.
+async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -> Posted {
     let format = WebhookFormat::parse(&d.webhook_format).unwrap_or_default();
     let payload = Payload {
         rule: d.name.clone(),
@@ -129,41 +130,63 @@ async fn send(http: &reqwest::Client, cfg: &AlertSettings, d: &Due, url: &str) -
         link: routes::absolute(cfg.public_url.as_deref(), d.link.as_deref().unwrap_or("/")),
         at: d.at,
     };
-    let (status, error) = post(http, cfg, url, format, &payload).await;
-    tracing::debug!(attempt = d.attempt, delivered = error.is_none(), "webhook attempt made");
-    (status.map(i32::from), error.clone(), error.is_none())
+    let posted = post(http, cfg, url, format, &payload).await;
+    tracing::debug!(attempt = d.attempt, delivered = posted.delivered(), "webhook attempt made");
+    posted
 }
 
-/// Posts `payload` to `url` within the egress limits: (HTTP status, error). Delivered when
-/// the error is None. Only the host is logged.
+/// What posting a webhook came to. Delivered when `error` is None.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Posted {
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    /// Not sent: the egress policy refused the address (not worth retrying).
+    pub refused: bool,
+}
+
+impl Posted {
+    pub fn delivered(&self) -> bool {
+        self.error.is_none()
+    }
+
+    fn refused(why: String) -> Self {
+        Self { status: None, error: Some(format!("{why}; not retried")), refused: true }
+    }
+}
+
+/// Posts `payload` to `url` within the egress limits. Only the host is logged.
 pub(crate) async fn post(
     http: &reqwest::Client,
     cfg: &AlertSettings,
     url: &str,
     format: WebhookFormat,
     payload: &Payload,
-) -> (Option<u16>, Option<String>) {
+) -> Posted {
     let host = url_host(url);
     if !cfg.allow_private_webhooks
         && let Some(why) = super::egress::refuse_literal(url)
     {
         tracing::warn!(%host, "webhook target refused: not a public address");
-        return (None, Some(why));
+        return Posted::refused(why);
     }
     match http.post(url).json(&body(format, payload)).send().await {
         Ok(resp) if resp.status().is_success() => {
             tracing::info!(%host, status = resp.status().as_u16(), "webhook delivered");
-            (Some(resp.status().as_u16()), None)
+            Posted { status: Some(resp.status().as_u16()), ..Posted::default() }
         }
         Ok(resp) => {
             let code = resp.status().as_u16();
             tracing::warn!(%host, status = code, "webhook refused");
-            (Some(code), Some(format!("HTTP {code}")))
+            Posted { status: Some(code), error: Some(format!("HTTP {code}")), refused: false }
+        }
+        Err(e) if super::egress::NotPublic::caused(&e) => {
+            tracing::warn!(%host, "webhook target refused: resolves to no public address");
+            Posted::refused(format!("not sent: {}", describe(e)))
         }
         Err(e) => {
             let msg = describe(e);
             tracing::warn!(%host, error = %msg, "webhook not sent");
-            (None, Some(msg))
+            Posted { error: Some(msg), ..Posted::default() }
         }
     }
 }
@@ -193,25 +216,30 @@ pub async fn deliver_due(pool: &PgPool, http: &reqwest::Client, cfg: &AlertSetti
             return Ok(made);
         };
         let span = tracing::info_span!("webhook", delivery_id = d.id, event_id = d.event_id, rule_id = d.rule_id);
-        let (status, error, delivered) = match (&d.webhook_url, d.silenced) {
-            (_, true) => (None, Some("not sent: the rule is silenced".to_string()), false),
-            (None, _) => (None, Some("not sent: the rule has no webhook URL".to_string()), false),
+        let posted = match (&d.webhook_url, d.silenced) {
+            (_, true) => Posted { error: Some("not sent: the rule is silenced".into()), ..Posted::default() },
+            (None, _) => Posted { error: Some("not sent: the rule has no webhook URL".into()), ..Posted::default() },
             (Some(url), false) => {
                 made += 1;
                 send(http, cfg, &d, url).instrument(span).await
             }
         };
+        let delivered = posted.delivered();
         sqlx::query!(
             "UPDATE webhook_deliveries SET at = now(), status_code = $2, error = $3, delivered = $4 WHERE id = $1",
             d.id,
-            status,
-            error.as_deref(),
+            posted.status.map(i32::from),
+            posted.error.as_deref(),
             delivered,
         )
         .execute(&mut *tx)
         .await
         .context("cannot record a delivery attempt")?;
-        let retry = !delivered && !d.silenced && d.webhook_url.is_some() && d.attempt < cfg.webhook_max_attempts;
+        let retry = !delivered
+            && !posted.refused
+            && !d.silenced
+            && d.webhook_url.is_some()
+            && d.attempt < cfg.webhook_max_attempts;
         if retry {
             let wait = backoff.delay(d.attempt as u32);
             sqlx::query!(
@@ -248,6 +276,24 @@ mod tests {
             link: link.into(),
             at: DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap(),
         }
+    }
+
+    #[tokio::test]
+    async fn an_address_the_policy_refuses_is_marked_refused_by_literal_and_by_resolution() {
+        let cfg = AlertSettings { webhook_timeout: std::time::Duration::from_secs(2), ..AlertSettings::default() };
+        let http = client(&cfg).unwrap();
+        let p = payload("firing", "/x");
+        for url in ["http://127.0.0.1:9/hook", "http://localhost:9/hook"] {
+            let posted = post(&http, &cfg, url, WebhookFormat::Json, &p).await;
+            assert!(posted.refused && !posted.delivered(), "{url}: {posted:?}");
+            let error = posted.error.unwrap();
+            assert!(error.contains("allow_private_webhooks") && error.ends_with("not retried"), "{error}");
+        }
+        // A transport failure to an address the policy allows is an ordinary, retried failure.
+        let allowed = AlertSettings { allow_private_webhooks: true, ..cfg };
+        let posted =
+            post(&client(&allowed).unwrap(), &allowed, "http://127.0.0.1:9/hook", WebhookFormat::Json, &p).await;
+        assert!(!posted.refused && !posted.delivered(), "{posted:?}");
     }
 
     #[test]

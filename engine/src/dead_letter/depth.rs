@@ -1,9 +1,11 @@
-//! Broker-side depth of the watched queues, sampled into `queue_samples`.
+//! Broker-side depth of the queues the console shows a card for (watched, or holding dead
+//! letters awaiting triage), sampled into `queue_samples`.
 //!
 //! Policy: ready messages and consumers come from a passive `queue.declare` (plain AMQP, so
 //! it works without the management plugin); unacked messages only the management API knows,
-//! so `unacked` is NULL when it is off or does not answer. A missing queue is skipped and
-//! logged, not fatal. Samples older than `RETENTION` are pruned by the sampler itself.
+//! so `unacked` is NULL when it is off or does not answer. A missing queue is skipped, logged
+//! and recorded as missing (`missing`), not fatal. Samples older than `RETENTION` are pruned
+//! by the sampler itself.
 
 use std::{str::FromStr, time::Duration};
 
@@ -60,10 +62,15 @@ pub async fn sample_once(
         let q = match ch.queue_declare(name, opts, FieldTable::default()).await {
             Ok(q) => q,
             Err(e) => {
-                tracing::warn!(%queue, error = %e, "cannot sample the queue (does it exist?)");
+                let gone = crate::amqp::is_not_found(&e);
+                tracing::warn!(%queue, error = %e, gone, "cannot sample the queue");
+                if gone {
+                    super::missing::record(pool, queue, false).await.context("cannot record a missing queue")?;
+                }
                 continue;
             }
         };
+        super::missing::record(pool, queue, true).await.context("cannot record a queue as present")?;
         let _ = ch.close(200, "sampled".into()).await;
         let unacked = match management_url {
             Some(m) => unacked(http, m, vhost, queue).await,
@@ -82,6 +89,18 @@ pub async fn sample_once(
         written += 1;
     }
     Ok(written)
+}
+
+/// The queues a card is shown for: watched ones, and those holding dead letters awaiting
+/// triage (a queue no longer watched still shows its broker depth, or that it is gone).
+async fn carded(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    let mut queues = super::watch::watching(pool).await?;
+    for q in super::awaiting::by_queue(pool).await? {
+        if !queues.contains(&q.queue) {
+            queues.push(q.queue);
+        }
+    }
+    Ok(queues)
 }
 
 pub async fn prune(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
@@ -115,7 +134,7 @@ pub async fn run_sampler(
                 }
             };
         }
-        let queues = match super::watch::watching(&pool).await {
+        let queues = match carded(&pool).await {
             Ok(q) => q,
             Err(e) => {
                 tracing::warn!(error = %e, "depth sampler cannot read the watched queues");

@@ -46,6 +46,10 @@ fn cfg() -> AlertSettings {
     }
 }
 
+/// The tests' webhook receivers listen on 127.0.0.1: rules naming them are saved as with
+/// `alerts.allow_private_webhooks`.
+const LOCAL_RECEIVERS: bool = true;
+
 fn op() -> Principal {
     Principal { username: "olga".into(), role: Role::Operator }
 }
@@ -147,10 +151,15 @@ async fn a_dlq_depth_rule_fires_within_one_evaluation_and_resolves_past_recovery
     let sample = || depth::sample_once(&db.pool, &conn, &http, None, "/", std::slice::from_ref(&queue));
     let cfg = cfg();
 
-    let r =
-        alerts::create(&db.pool, &op(), &ip(), &rule("orders DLQ depth", "dlq_depth", &queue, "3", "5", "1", &rx.url))
-            .await
-            .unwrap();
+    let r = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("orders DLQ depth", "dlq_depth", &queue, "3", "5", "1", &rx.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     publish(2).await;
     assert_eq!(sample().await.unwrap(), 1);
     tick(&db.pool, &[], &cfg).await;
@@ -210,10 +219,15 @@ async fn a_dlq_depth_rule_fires_within_one_evaluation_and_resolves_past_recovery
 async fn a_silenced_rule_still_changes_state_but_delivers_nothing() {
     let db = fresh_db().await;
     let rx = Receiver::start(&[]).await;
-    let r =
-        alerts::create(&db.pool, &op(), &ip(), &rule("new groups", "new_failure_group", "", "1", "1", "0", &rx.url))
-            .await
-            .unwrap();
+    let r = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("new groups", "new_failure_group", "", "1", "1", "0", &rx.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     let until = chrono::Utc::now() + chrono::Duration::hours(2);
     let silenced = alerts::silence(&db.pool, &op(), &ip(), r.id, until, "deploy in progress").await.unwrap();
     assert_eq!(silenced.silence_reason.as_deref(), Some("deploy in progress"));
@@ -252,12 +266,24 @@ async fn a_failing_receiver_is_retried_with_backoff_until_it_answers_and_every_a
     let db = fresh_db().await;
     let flaky = Receiver::start(&[500, 503]).await;
     let down = Receiver::start(&[500; 10]).await;
-    let a = alerts::create(&db.pool, &op(), &ip(), &rule("flaky", "new_failure_group", "", "1", "2", "0", &flaky.url))
-        .await
-        .unwrap();
-    let b = alerts::create(&db.pool, &op(), &ip(), &rule("down", "new_failure_group", "", "1", "2", "0", &down.url))
-        .await
-        .unwrap();
+    let a = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("flaky", "new_failure_group", "", "1", "2", "0", &flaky.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
+    let b = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("down", "new_failure_group", "", "1", "2", "0", &down.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     new_failure_group(&db.pool).await;
     let cfg = cfg();
     let started = Instant::now();
@@ -287,10 +313,15 @@ async fn a_failing_receiver_is_retried_with_backoff_until_it_answers_and_every_a
 async fn two_evaluators_running_at_once_evaluate_each_rule_once_per_tick() {
     let db = fresh_db().await;
     let rx = Receiver::start(&[]).await;
-    let r =
-        alerts::create(&db.pool, &op(), &ip(), &rule("new groups", "new_failure_group", "", "1", "1", "0", &rx.url))
-            .await
-            .unwrap();
+    let r = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("new groups", "new_failure_group", "", "1", "1", "0", &rx.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     new_failure_group(&db.pool).await;
     let tick = Duration::from_millis(300);
     let cfg = AlertSettings { tick, ..cfg() };
@@ -338,7 +369,7 @@ async fn validation_rejects_each_bad_field_with_a_message_naming_it_and_stores_n
         ),
     ];
     for (field, input) in cases {
-        match alerts::create(&db.pool, &op(), &ip(), &input).await {
+        match alerts::create(&db.pool, &op(), &ip(), &input, LOCAL_RECEIVERS).await {
             Err(RuleError::Invalid(errs)) => {
                 assert_eq!(errs.len(), 1, "{field}: {errs:?}");
                 assert_eq!(errs[0].field, field);
@@ -349,7 +380,7 @@ async fn validation_rejects_each_bad_field_with_a_message_naming_it_and_stores_n
     }
     let viewer = Principal { username: "vera".into(), role: Role::Viewer };
     let ok = rule("ok", "dlq_depth", "q", "1", "2", "0", "");
-    assert!(matches!(alerts::create(&db.pool, &viewer, &ip(), &ok).await, Err(RuleError::Forbidden)));
+    assert!(matches!(alerts::create(&db.pool, &viewer, &ip(), &ok, LOCAL_RECEIVERS).await, Err(RuleError::Forbidden)));
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM alert_rules"), 0);
     assert_eq!(count!(&db.pool, "SELECT count(*) FROM audit_log"), 0);
 }
@@ -358,18 +389,38 @@ async fn validation_rejects_each_bad_field_with_a_message_naming_it_and_stores_n
 async fn rule_changes_are_audited_with_the_webhook_host_only_and_names_are_unique() {
     let db = fresh_db().await;
     let url = "https://hooks.example.com/services/T0/B0/sekrit";
-    let a = alerts::create(&db.pool, &op(), &ip(), &rule("a", "dlq_awaiting", "orders.dlq", "10", "50", "2", url))
-        .await
-        .unwrap();
-    alerts::create(&db.pool, &op(), &ip(), &rule("b", "dlq_awaiting", "billing.dlq", "10", "50", "2", ""))
-        .await
-        .unwrap();
-    let dup = alerts::update(&db.pool, &op(), &ip(), a.id, &rule("b", "dlq_depth", "q", "1", "2", "0", "")).await;
+    let a = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("a", "dlq_awaiting", "orders.dlq", "10", "50", "2", url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
+    alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("b", "dlq_awaiting", "billing.dlq", "10", "50", "2", ""),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
+    let dup =
+        alerts::update(&db.pool, &op(), &ip(), a.id, &rule("b", "dlq_depth", "q", "1", "2", "0", ""), LOCAL_RECEIVERS)
+            .await;
     assert!(matches!(dup, Err(RuleError::Conflict(ref n)) if n == "b"), "{dup:?}");
-    let changed =
-        alerts::update(&db.pool, &op(), &ip(), a.id, &rule("a2", "dlq_new", "orders.dlq", "5", "9", "1", url))
-            .await
-            .unwrap();
+    let changed = alerts::update(
+        &db.pool,
+        &op(),
+        &ip(),
+        a.id,
+        &rule("a2", "dlq_new", "orders.dlq", "5", "9", "1", url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     assert_eq!((changed.name.as_str(), changed.window_mins), ("a2", Some(60)));
     let listed = alerts::list_rules(&db.pool).await.unwrap();
     assert_eq!(listed[0].rule.webhook_url, None);
@@ -403,6 +454,7 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
         &op(),
         &ip(),
         &rule("outbox lag", "outbox_oldest_age", "revenant", "60", "300", "30", &rx.url),
+        LOCAL_RECEIVERS,
     )
     .await
     .unwrap();
@@ -426,9 +478,15 @@ async fn an_outbox_oldest_pending_age_rule_fires_and_links_to_the_pending_rows()
     assert_eq!(rx.count(), 2);
 
     // A rule on a source this instance does not know keeps its state instead of failing the sweep.
-    alerts::create(&db.pool, &op(), &ip(), &rule("ghost", "outbox_failed", "nowhere", "1", "2", "0", ""))
-        .await
-        .unwrap();
+    alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("ghost", "outbox_failed", "nowhere", "1", "2", "0", ""),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     assert_eq!(tick(&db.pool, &sources, &cfg()).await.0, 2);
 }
 
@@ -439,10 +497,15 @@ async fn a_slot_retained_rule_fires_while_a_slot_nobody_reads_holds_back_wal_and
     let src = own_outbox(&db.pool);
     let rx = Receiver::start(&[]).await;
     // Warn above 1 MiB held back, critical above 64, recovered at 0.
-    let r =
-        alerts::create(&db.pool, &op(), &ip(), &rule("wal", "slot_retained_mb", "revenant", "1", "64", "0", &rx.url))
-            .await
-            .unwrap();
+    let r = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("wal", "slot_retained_mb", "revenant", "1", "64", "0", &rx.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     let sources = [src];
     tick(&db.pool, &sources, &cfg()).await;
     assert_eq!(state(&db.pool, r.id).await.0, AlertState::Ok, "no slot, nothing held back");
@@ -478,10 +541,15 @@ async fn blocked_heartbeat(pool: &PgPool, since_secs: i64) {
 async fn a_publishers_blocked_rule_fires_on_a_long_block_and_resolves_when_it_lifts() {
     let db = fresh_db().await;
     let rx = Receiver::start(&[]).await;
-    let r =
-        alerts::create(&db.pool, &op(), &ip(), &rule("blocked", "publishers_blocked", "", "60", "300", "0", &rx.url))
-            .await
-            .unwrap();
+    let r = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("blocked", "publishers_blocked", "", "60", "300", "0", &rx.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     tick(&db.pool, &[], &cfg()).await;
     assert_eq!(state(&db.pool, r.id).await.0, AlertState::Ok);
     blocked_heartbeat(&db.pool, 90).await;
@@ -501,15 +569,33 @@ async fn send_test_posts_one_marked_request_with_an_absolute_link_and_audits_the
     let db = fresh_db().await;
     let ok = Receiver::start(&[]).await;
     let down = Receiver::start(&[500]).await;
-    let a = alerts::create(&db.pool, &op(), &ip(), &rule("dlq a&b", "dlq_awaiting", "a&b.dlq", "1", "2", "0", &ok.url))
-        .await
-        .unwrap();
-    let b = alerts::create(&db.pool, &op(), &ip(), &rule("broken", "new_failure_group", "", "1", "2", "0", &down.url))
-        .await
-        .unwrap();
-    let none = alerts::create(&db.pool, &op(), &ip(), &rule("quiet", "new_failure_group", "", "1", "2", "0", ""))
-        .await
-        .unwrap();
+    let a = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("dlq a&b", "dlq_awaiting", "a&b.dlq", "1", "2", "0", &ok.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
+    let b = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("broken", "new_failure_group", "", "1", "2", "0", &down.url),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
+    let none = alerts::create(
+        &db.pool,
+        &op(),
+        &ip(),
+        &rule("quiet", "new_failure_group", "", "1", "2", "0", ""),
+        LOCAL_RECEIVERS,
+    )
+    .await
+    .unwrap();
     let http = webhook::client(&cfg()).unwrap();
     use engine::alerts::test_send::{TestError, send_test};
     let sent = send_test(&db.pool, &http, &cfg(), &op(), Some("10.0.0.7"), a.id).await.unwrap();

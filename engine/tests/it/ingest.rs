@@ -456,6 +456,8 @@ async fn the_depth_sampler_records_ready_messages_consumers_and_unacked() {
     let queues = vec![t.dlq.clone(), unique("revenant-test.missing")];
     let written = depth::sample_once(&db.pool, &t.conn, &http, None, "/", &queues).await.unwrap();
     assert_eq!(written, 1, "a missing queue is skipped");
+    let missing = engine::dead_letter::missing::all(&db.pool).await.unwrap();
+    assert_eq!(missing.keys().collect::<Vec<_>>(), [&queues[1]], "and recorded as missing");
     let latest = depth::latest(&db.pool).await.unwrap();
     assert_eq!(latest.len(), 1);
     let s = &latest[0];
@@ -484,6 +486,12 @@ async fn the_depth_sampler_records_ready_messages_consumers_and_unacked() {
     sqlx::query!("UPDATE queue_samples SET at = now() - interval '8 days'").execute(&db.pool).await.unwrap();
     assert_eq!(depth::prune(&db.pool).await.unwrap(), series.len() as u64);
     assert!(depth::latest(&db.pool).await.unwrap().is_empty());
+    // A missing queue that is declared again is present again.
+    let ch = t.conn.create_channel().await.unwrap();
+    ch.queue_declare(queues[1].as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    depth::sample_once(&db.pool, &t.conn, &http, None, "/", &queues).await.unwrap();
+    assert!(engine::dead_letter::missing::all(&db.pool).await.unwrap().is_empty());
+    ch.queue_delete(queues[1].as_str().into(), Default::default()).await.unwrap();
     drop(held);
     t.delete().await;
 }

@@ -231,9 +231,10 @@ pub async fn alerts_save(id: Option<i64>, input: RuleForm) -> Result<Outcome, Ap
     let state = crate::state::app_state()?;
     let ip = server::ip();
     let input = server::input(input);
+    let private = state.settings.allow_private_webhooks;
     let saved = match id {
-        None => engine::alerts::create(&state.pool, &principal, &ip, &input).await,
-        Some(id) => engine::alerts::update(&state.pool, &principal, &ip, id, &input).await,
+        None => engine::alerts::create(&state.pool, &principal, &ip, &input, private).await,
+        Some(id) => engine::alerts::update(&state.pool, &principal, &ip, id, &input, private).await,
     };
     server::outcome(saved)
 }

@@ -111,6 +111,24 @@ pub fn RuleEditor(
             es.iter().filter(|e| !FIELDS.contains(&e.field.as_str())).map(|e| e.message.clone()).collect::<Vec<_>>()
         })
     };
+    // The thresholds as typed, so the form can say what they mean (uncontrolled inputs: the
+    // signals only follow them).
+    let warn = RwSignal::new(initial.warn_threshold.clone());
+    let crit = RwSignal::new(initial.crit_threshold.clone());
+    let recover = RwSignal::new(initial.recover_threshold.clone());
+    let hold = RwSignal::new(initial.for_secs.clone());
+    let number = move |field: &'static str, label: &'static str, value: RwSignal<String>, placeholder: &'static str| {
+        view! {
+            <div class="flex flex-col gap-0.5">
+                <label for=format!("rule-{field}")>{label}</label>
+                <input id=format!("rule-{field}") class="input" name=format!("input[{field}]") inputmode="decimal"
+                    value=value.get_untracked() placeholder=placeholder aria-invalid=invalid(field)
+                    aria-describedby=format!("rule-{field}-error rule-meaning")
+                    on:input=move |ev| value.set(event_target_value(&ev)) />
+                {err(field)}
+            </div>
+        }
+    };
     let title = if id.is_some() { "Edit rule" } else { "New rule" };
     let button = if id.is_some() { "Save changes" } else { "Create rule" };
     let format = initial.webhook_format.clone();
@@ -151,10 +169,10 @@ pub fn RuleEditor(
                         {err("target")}
                     </div>
                     {text("webhook_url", "Webhook URL", initial.webhook_url.clone(), "https://hooks.slack.com/services/…", "")}
-                    {text("warn_threshold", "Warning at", initial.warn_threshold.clone(), "10", "")}
-                    {text("crit_threshold", "Critical at", initial.crit_threshold.clone(), "100", "")}
-                    {text("recover_threshold", "Recovers at", initial.recover_threshold.clone(), "2", "")}
-                    {text("for_secs", "For (seconds)", initial.for_secs.clone(), "60", "")}
+                    {number("warn_threshold", "Threshold", warn, "100")}
+                    {number("crit_threshold", "Critical at (optional)", crit, "the threshold")}
+                    {number("recover_threshold", "Recovers at (optional)", recover, "90 % of the threshold")}
+                    {number("for_secs", "For (seconds)", hold, "60")}
                     {text("window_mins", "Window (minutes, rate kinds)", initial.window_mins.clone(), "60", "")}
                     <div class="flex flex-col gap-0.5">
                         <label for="rule-webhook_format">"Format"</label>
@@ -170,6 +188,12 @@ pub fn RuleEditor(
                         "Enabled"
                     </label>
                 </div>
+                <p id="rule-meaning" class="text-xs" data-testid="rule-meaning" aria-live="polite">
+                    {move || {
+                        let label = kind_info().map(|k| k.label).unwrap_or_else(|| "the value".into());
+                        meaning(&label, &warn.get(), &crit.get(), &recover.get(), &hold.get())
+                    }}
+                </p>
                 <p class="muted text-xs" data-testid="kind-hint">{move || kind_hint(kind_info().as_ref())}</p>
                 {move || kind_info().and_then(|k| k.note).map(|n| view! {
                     <p class="text-xs text-amber-800 dark:text-amber-300" data-testid="kind-note">{n}</p>
@@ -204,11 +228,36 @@ fn target_hint(k: Option<&KindView>) -> &'static str {
     }
 }
 
+/// What thresholds typed so far mean, in words, comparisons written out.
+fn meaning(label: &str, warn: &str, crit: &str, recover: &str, hold: &str) -> String {
+    let parse = |t: &str| t.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    let Some(w) = parse(warn) else {
+        return "Give a threshold: the rule fires when the value is at or above it (≥).".into();
+    };
+    let held = match hold.trim().parse::<u32>() {
+        Ok(0) | Err(_) => String::new(),
+        Ok(s) => format!(" for {s} s"),
+    };
+    let level = match parse(crit) {
+        Some(c) if c != w => format!(" as a warning, critical when ≥ {}", super::num(c)),
+        _ => " as critical".into(),
+    };
+    let resolves = match parse(recover) {
+        Some(r) => format!("≤ {}", super::num(r)),
+        None => format!(
+            "≤ {} ({} % of the threshold)",
+            super::num(types::alert::default_recovery(w)),
+            (types::alert::RECOVER_SHARE * 100.0).round()
+        ),
+    };
+    format!("Fires when {label} is ≥ {}{held}{level}; resolves when it falls to {resolves}.", super::num(w))
+}
+
 fn kind_hint(k: Option<&KindView>) -> String {
     match k {
         None => String::new(),
         Some(k) => format!(
-            "Measures {}; target: {}; window: {}. Fires when the value stays at or above a threshold for the given \
+            "Measures {}; target: {}; window: {}. Fires when the value stays at or above the threshold for the given \
              seconds, resolves at or below the recovery value.",
             k.label,
             target_hint(Some(k)),
@@ -220,6 +269,20 @@ fn kind_hint(k: Option<&KindView>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thresholds_are_said_with_their_comparison_and_defaults() {
+        let m = meaning("dead letters awaiting triage", "100", "", "", "60");
+        assert_eq!(
+            m,
+            "Fires when dead letters awaiting triage is ≥ 100 for 60 s as critical; resolves when it falls to ≤ 90 \
+             (90 % of the threshold)."
+        );
+        let m = meaning("x", "10", "100", "2", "0");
+        assert_eq!(m, "Fires when x is ≥ 10 as a warning, critical when ≥ 100; resolves when it falls to ≤ 2.");
+        assert!(meaning("x", "", "", "", "").starts_with("Give a threshold"));
+        assert!(meaning("x", "lots", "", "", "").starts_with("Give a threshold"));
+    }
 
     #[test]
     fn a_fields_messages_are_joined_and_other_fields_ignored() {

@@ -51,6 +51,10 @@ pub struct QueueView {
     /// Why a live ingester says this queue is not moving, when one does.
     #[serde(default)]
     pub stuck: Option<String>,
+    /// Seconds since the broker first said the queue does not exist (a passive declare got
+    /// 404), while it still says so; None when it exists or was never checked.
+    #[serde(default)]
+    pub missing_secs: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

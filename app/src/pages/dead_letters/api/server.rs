@@ -40,6 +40,7 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
     let inflow = engine::dead_letter::inflow::last_hour(&state.pool, now).await?;
     let mut unreadable = engine::dead_letter::queue_health::unreadable_by_queue(&state.pool).await?;
     let mut stuck = engine::dead_letter::queue_health::stuck_by_queue(&state.pool).await?;
+    let missing = engine::dead_letter::missing::all(&state.pool).await?;
     let mut out = Vec::new();
     for name in names {
         let sample = latest.iter().find(|s| s.queue == name);
@@ -58,6 +59,7 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
             unreadable: unreadable.get(&name).map(|u| u.count).unwrap_or(0),
             unreadable_note: unreadable.remove(&name).map(|u| u.latest),
             stuck: stuck.remove(&name),
+            missing_secs: missing.get(&name).map(|since| (now - *since).num_seconds().max(0)),
             queue: name,
         });
     }
