@@ -54,7 +54,7 @@ test("/ focuses the filter, j / k walk the dead letters, x selects, r opens repl
   await signIn(page, "operator");
   await page.goto(`/dead-letters?queue=${QUEUE}`, { waitUntil: "networkidle" });
   await expect(page.getByTestId("dl-count")).toContainText("60 messages");
-  const queueField = page.getByLabel("Queue", { exact: true });
+  const queueField = page.getByLabel("DLQ", { exact: true });
   await pressUntil(page, "/", () => expect(queueField).toBeFocused({ timeout: 1000 }));
   // Typing in a field is typing: no shortcut fires.
   await page.keyboard.type("jk");

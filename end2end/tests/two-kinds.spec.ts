@@ -31,12 +31,31 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await expect(notificacoes).toContainText("{canal, notificacao_id, tag, template}");
   await shot(page, "groups-two-kinds");
 
+  // The list shows the DLQ and the origin as two columns. The origin's name typed as the DLQ
+  // matches nothing, and the page says the other field would match, with a link that swaps.
+  await page.goto(`/dead-letters?queue=e2e.work&body=${tag}`, { waitUntil: "networkidle" });
+  await expect(page.getByTestId("dl-count")).toContainText("0 messages match");
+  await expect(page.getByTestId("dl-swap")).toContainText(
+    "No message matches with DLQ “e2e.work”, but 39 have it as the origin queue.",
+  );
+  await page.getByTestId("dl-swap").getByRole("link", { name: "Filter by origin queue instead" }).click();
+  await expect(page.getByTestId("dl-count")).toContainText("39 messages match");
+  await expect(page.getByLabel("Origin queue", { exact: true })).toHaveValue("e2e.work");
+  const first = page.getByTestId("dl-table").getByRole("row").nth(1);
+  await expect(first.locator("td").nth(2)).toHaveText("e2e.work.dlq");
+  await expect(first.locator("td").nth(3)).toHaveText("e2e.work");
+  await shot(page, "dl-origin-filter");
+
   // A set across both kinds (the list filtered by the tag): the preview leads with the split.
   await page.goto(`/dead-letters?queue=e2e.work.dlq&body=${tag}`, { waitUntil: "networkidle" });
   await page.getByRole("button", { name: "Replay all matching…" }).click();
   const panel = page.getByTestId("replay-panel");
   await panel.getByRole("button", { name: "Preview" }).click();
   await expect(panel.getByTestId("preview-count")).toHaveText("39");
+  // The preview restates the filter that will freeze the set.
+  await expect(panel.getByTestId("preview-selection")).toContainText(
+    `what matched DLQ e2e.work.dlq · status awaiting · body contains “${tag}”`,
+  );
   await expect(panel.getByTestId("mixed-kinds")).toContainText("mixes 2 kinds of message: 34 of type processar_pagamento");
   await expect(panel.getByTestId("mixed-kinds")).toContainText("5 of type notificar_cliente");
   await shot(page, "preview-mixed-kinds");
@@ -51,6 +70,7 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await expect(panel.getByTestId("mixed-kinds")).toHaveCount(0);
   await panel.getByRole("button", { name: "Replay 34 messages" }).click();
   await expect(page.getByTestId("plan")).toContainText("done", { timeout: 30_000 });
+  await expect(page.getByTestId("plan-selection")).toContainText("Frozen set: what matched failure group #");
   // Nothing died again (yet): the plan says so rather than nothing.
   await expect(page.getByTestId("died-again")).toContainText("died again 0");
 

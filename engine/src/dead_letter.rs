@@ -26,6 +26,7 @@ pub mod conventions;
 pub mod depth;
 pub mod downstream;
 pub mod export;
+pub mod filter_words;
 pub mod fingerprint;
 pub mod headers;
 pub mod inflow;

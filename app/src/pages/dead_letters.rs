@@ -24,6 +24,7 @@ use watch::{Discovered, Manage, WatchButton};
 fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
     DlQuery {
         queue: m.get("queue"),
+        origin: m.get("origin"),
         reason: m.get("reason"),
         status: m.get("status"),
         error: m.get("error"),
@@ -39,6 +40,7 @@ fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
 fn pairs(q: &DlQuery) -> Vec<(&'static str, Option<String>)> {
     vec![
         ("queue", q.queue.clone()),
+        ("origin", q.origin.clone()),
         ("reason", q.reason.clone()),
         ("status", q.status.clone()),
         ("error", q.error.clone()),
@@ -237,7 +239,8 @@ fn FilterForm(q: DlQuery) -> impl IntoView {
         <form method="get" action="/dead-letters" class="flex flex-wrap gap-2 mb-3 items-end text-sm" data-testid="dl-filter">
             <input type="hidden" name="status" value=q.status.clone().unwrap_or_default() />
             <input type="hidden" name="group" value=q.group.clone().unwrap_or_default() />
-            <FilterField name="queue" label="Queue" value=q.queue.clone() placeholder="orders.dlq" />
+            <FilterField name="queue" label="DLQ" value=q.queue.clone() placeholder="orders.dlq" />
+            <FilterField name="origin" label="Origin queue" value=q.origin.clone() placeholder="orders" />
             <label class="flex flex-col gap-0.5">"Reason"
                 <select class="input" name="reason">
                     {["", "rejected", "expired", "maxlen", "delivery_limit", "none", "unknown"].iter().map(|r| {
@@ -284,6 +287,16 @@ fn Rows(
             <span class="text-xs muted">{format!("newest {} at most", types::dead_letter::EXPORT_MAX_ROWS)}</span>
         </div>
         {p.search_note.clone().map(|n| view! { <p class="text-xs muted mb-2" data-testid="dl-search-note">{n}</p> })}
+        {p.swap.clone().map(|s| {
+            let (none, other) = if s.field == "queue" { ("DLQ", "origin queue") } else { ("origin queue", "DLQ") };
+            view! {
+                <p class="text-sm mb-2 text-amber-800 dark:text-amber-300" data-testid="dl-swap" role="status">
+                    {format!("No message matches with {none} “{}”, but {} {} the {other}. ", s.value, s.count,
+                        if s.count == "1" { "has it as" } else { "have it as" })}
+                    <a class="underline" href=s.href.clone()>{format!("Filter by {other} instead")}</a>
+                </p>
+            }
+        })}
         {can_operate.then(|| {
             let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));
             let q2 = q.clone();
@@ -305,7 +318,7 @@ fn Rows(
         <div class="card overflow-x-auto">
             <table class="tbl" data-testid="dl-table">
                 <thead><tr>
-                    <th></th><th>"#"</th><th>"Queue"</th><th>"Reason"</th><th>"Error"</th><th>"Body"</th>
+                    <th></th><th>"#"</th><th>"DLQ"</th><th>"Origin"</th><th>"Reason"</th><th>"Error"</th><th>"Body"</th>
                     <th>"Deaths"</th><th>"Status"</th><th>"Age"</th>
                 </tr></thead>
                 <tbody>
@@ -322,7 +335,8 @@ fn Rows(
                                         } />
                                 })}</td>
                                 <td><a class="underline font-mono text-xs" href=types::routes::dead_letter(id)>{format!("#{id}")}</a></td>
-                                <td class="font-mono text-xs">{r.original_queue.clone().unwrap_or_else(|| r.queue.clone())}</td>
+                                <td class="font-mono text-xs">{r.queue.clone()}</td>
+                                <td class="font-mono text-xs">{r.original_queue.clone().unwrap_or_else(|| "—".into())}</td>
                                 <td><Pill text=r.reason /></td>
                                 <td class="text-xs text-red-700 dark:text-red-300 max-w-xs break-words">{r.error.map(|e| format::clip(&e, 100))}</td>
                                 <td class="font-mono text-xs max-w-sm break-all muted">{r.preview}</td>

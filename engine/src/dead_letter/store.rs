@@ -80,7 +80,11 @@ pub async fn get(db: impl PgExecutor<'_>, id: i64) -> Result<DeadLetter, StoreEr
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ListFilter {
+    /// The dead-letter queue a message was read from.
     pub queue: Option<String>,
+    /// The queue it died in (its first x-death's queue): where a replay sends it back.
+    #[serde(default)]
+    pub origin: Option<String>,
     pub reason: Option<String>,
     pub group_id: Option<i64>,
     pub status: Option<Status>,
@@ -270,6 +274,9 @@ async fn window_edge(db: &PgPool, others: &ListFilter, at: At) -> Result<Option<
 pub fn push_conditions(q: &mut QueryBuilder<Postgres>, f: &ListFilter) {
     if let Some(v) = &f.queue {
         q.push(" AND queue = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.origin {
+        q.push(" AND original_queue = ").push_bind(v.clone());
     }
     if let Some(v) = &f.reason {
         q.push(" AND reason = ").push_bind(v.clone());

@@ -23,6 +23,18 @@ pub enum Selection {
     Filter(ListFilter),
 }
 
+impl Selection {
+    /// The set in words, as the preview and the plan's page restate it.
+    pub fn words(&self) -> String {
+        match self {
+            Selection::Ids(ids) if ids.len() == 1 => format!("dead letter #{}", ids[0]),
+            Selection::Ids(ids) => format!("{} dead letters picked one by one", ids.len()),
+            Selection::Group(id) => format!("failure group #{id}"),
+            Selection::Filter(f) => format!("what matched {}", f.words()),
+        }
+    }
+}
+
 /// Where the messages go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode")]

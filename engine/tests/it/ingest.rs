@@ -403,7 +403,7 @@ async fn three_hundred_forty_messages_failing_the_same_way_form_one_group() {
 }
 
 #[tokio::test]
-async fn list_filters_narrow_by_reason_error_text_body_bytes_and_status() {
+async fn list_filters_narrow_by_reason_error_text_body_bytes_origin_and_status() {
     let db = fresh_db().await;
     let t = Topology::new(&[]).await;
     let mut h = FieldTable::default();
@@ -425,6 +425,10 @@ async fn list_filters_narrow_by_reason_error_text_body_bytes_and_status() {
     assert!(list(ListFilter { error_text: Some("1_0%".into()), ..Default::default() }).await.is_empty());
     assert_eq!(list(ListFilter { body_contains: Some(b"needle\xff".to_vec()), ..Default::default() }).await, ["a"]);
     assert_eq!(list(ListFilter { message_id: Some("b".into()), ..Default::default() }).await, ["b"]);
+    // The DLQ and the queue a message died in are two filters: "a" died in the work queue.
+    assert_eq!(list(ListFilter { origin: Some(t.work.clone()), ..Default::default() }).await, ["a"]);
+    assert!(list(ListFilter { queue: Some(t.work.clone()), ..Default::default() }).await.is_empty());
+    assert_eq!(list(ListFilter { queue: Some(t.dlq.clone()), ..Default::default() }).await.len(), 2);
     let future = chrono::Utc::now() + chrono::Duration::hours(1);
     assert!(list(ListFilter { newer_than: Some(future), ..Default::default() }).await.is_empty());
     assert_eq!(list(ListFilter { older_than: Some(future), ..Default::default() }).await.len(), 2);

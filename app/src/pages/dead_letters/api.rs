@@ -13,7 +13,11 @@ use crate::error::AppError;
 /// The filter as it travels in the URL and forms; validated on the server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DlQuery {
+    /// The DLQ a message was read from.
     pub queue: Option<String>,
+    /// The queue it died in.
+    #[serde(default)]
+    pub origin: Option<String>,
     pub reason: Option<String>,
     pub status: Option<String>,
     pub error: Option<String>,
@@ -83,6 +87,21 @@ pub struct DlPage {
     /// How far a body search reached, when the filter has one (it reads a bounded number of
     /// messages per page).
     pub search_note: Option<String>,
+    /// When nothing matches a Queue (DLQ) or Origin filter but the other field would match:
+    /// which field, how many, and the link that swaps them.
+    #[serde(default)]
+    pub swap: Option<Swap>,
+}
+
+/// "No message was read from a DLQ named `orders`; 340 died in a queue named `orders`."
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Swap {
+    pub value: String,
+    /// The field that matched nothing: `queue` (the DLQ) or `origin`.
+    pub field: String,
+    /// How many match with the value in the other field (a count as the list shows it).
+    pub count: String,
+    pub href: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

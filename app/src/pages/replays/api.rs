@@ -11,6 +11,8 @@ use crate::pages::dead_letters::api::DlQuery;
 
 /// What to replay, as the page sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// Built once per click and sent as JSON: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum SelectionInput {
     Ids(Vec<i64>),
     Filter(DlQuery),
@@ -48,6 +50,9 @@ pub struct TargetView {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreviewView {
+    /// The set in words (the filter it was taken with, the group, or the ids).
+    #[serde(default)]
+    pub selection: String,
     pub count: i64,
     pub targets: Vec<TargetView>,
     pub more_targets: bool,
@@ -63,6 +68,9 @@ pub struct PreviewView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanView {
     pub id: i64,
+    /// The set the plan froze, in words.
+    #[serde(default)]
+    pub selection: String,
     pub created_by: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub target: String,

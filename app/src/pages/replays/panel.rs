@@ -134,6 +134,7 @@ pub fn ReplayPanel(
                                             p.kinds.iter().map(|(t, b, n)| format!("{n} {}", kind_words(t.as_deref(), b.as_deref()))).collect::<Vec<_>>().join(", "))}
                                     </p>
                                 })}
+                                <p class="text-xs muted" data-testid="preview-selection">{format!("The set: {}. It is frozen when the plan is created.", p.selection)}</p>
                                 <p><b data-testid="preview-count">{p.count}</b>" messages will be replayed"
                                     {(p.already_replayed > 0).then(|| view! { <span class="text-amber-700 dark:text-amber-400">{format!(" — {} of them were replayed before", p.already_replayed)}</span> })}
                                     {(p.without_destination > 0).then(|| view! { <span class="text-red-700">{format!(" — {} name no destination for this target (no x-death, no failure headers): choose another target", p.without_destination)}</span> })}

@@ -60,6 +60,7 @@ pub fn PlanPage() -> impl IntoView {
                                 <div><Progress p=p.clone() /></div>
                                 <div class="text-sm">
                                     <div>{p.target.clone()}</div>
+                                    <div class="muted text-xs" data-testid="plan-selection">{format!("Frozen set: {}", p.selection)}</div>
                                     <div class="muted text-xs">{format!("by {} · created ", p.created_by)}<Time at=p.created_at />" · starts "<Time at=p.start_at />{format!(" · {}{}",
                                         p.rate_per_sec.map(|r| format!("{r} msg/s")).unwrap_or_else(|| "no rate limit".into()),
                                         if p.order == Order::None { String::new() } else { format!(" · {}", p.order.describe()) })}</div>

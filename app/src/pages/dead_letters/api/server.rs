@@ -66,6 +66,33 @@ pub async fn queues() -> Result<Vec<QueueView>, AppError> {
     Ok(out)
 }
 
+/// Nothing matched with a DLQ (or origin) filter: how many match with that name as the
+/// other field instead, the rest of the filter kept. None when that matches nothing either.
+async fn swap(pool: &engine::db::Pool, q: &DlQuery, f: &store::ListFilter) -> Result<Option<Swap>, AppError> {
+    let (field, value, swapped, query) = match (&f.queue, &f.origin) {
+        (Some(v), None) => (
+            "queue",
+            v,
+            store::ListFilter { queue: None, origin: Some(v.clone()), ..f.clone() },
+            DlQuery { queue: None, origin: Some(v.clone()), ..q.clone() },
+        ),
+        (None, Some(v)) => (
+            "origin",
+            v,
+            store::ListFilter { queue: Some(v.clone()), origin: None, ..f.clone() },
+            DlQuery { queue: Some(v.clone()), origin: None, ..q.clone() },
+        ),
+        _ => return Ok(None),
+    };
+    let (n, capped) = store::count(pool, &swapped, 10_000).await.map_err(AppError::internal)?;
+    Ok((n > 0).then(|| Swap {
+        value: value.clone(),
+        field: field.into(),
+        count: crate::format::count(n, capped),
+        href: super::super::href(&query, None),
+    }))
+}
+
 fn cursor(s: &str) -> Option<store::Cursor> {
     let (ts, id) = s.split_once('~')?;
     Some(store::Cursor {
@@ -98,7 +125,9 @@ pub async fn list(q: &DlQuery, after: Option<&str>, before: Option<&str>) -> Res
         }
         _ => "Body search read every message that matches the other filters.".to_string(),
     });
+    let swap = if page.items.is_empty() { swap(&state.pool, q, &f).await? } else { None };
     Ok(DlPage {
+        swap,
         search_note,
         next: page.next.map(cursor_text),
         prev: page.prev.map(cursor_text),

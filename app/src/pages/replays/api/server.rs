@@ -64,7 +64,11 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
             p.target_routing_key.clone().unwrap_or_default()
         ),
     };
+    let selection = serde_json::from_value::<replay::Selection>(p.source.clone())
+        .map(|s| s.words())
+        .unwrap_or_else(|_| "not readable (a plan from an older version)".into());
     PlanView {
+        selection,
         left: p.left(),
         order: p.order(),
         id: p.id,
@@ -88,10 +92,10 @@ pub fn plan_view(p: replay::Plan) -> PlanView {
 
 pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, AppError> {
     let state = crate::state::app_state()?;
-    let mut p =
-        replay::preview::preview(&state.pool, state.settings.amqp_url.expose_secret(), &selection(s)?, &target(t)?)
-            .await
-            .map_err(replay_error)?;
+    let chosen = selection(s)?;
+    let mut p = replay::preview::preview(&state.pool, state.settings.amqp_url.expose_secret(), &chosen, &target(t)?)
+        .await
+        .map_err(replay_error)?;
     // Through an exchange, name every queue it reaches (a fan-out copies to siblings).
     let mut reach_error = None;
     if let Some(url) = state.settings.management_url.as_ref().map(|u| u.expose_secret()) {
@@ -102,6 +106,7 @@ pub async fn preview(s: SelectionInput, t: TargetInput) -> Result<PreviewView, A
         }
     }
     Ok(PreviewView {
+        selection: chosen.words(),
         count: p.count,
         targets: p
             .targets

@@ -26,6 +26,7 @@ fn minutes(field: &str, v: &Option<String>) -> Result<Option<chrono::DateTime<Ut
 fn no_nul(q: &DlQuery) -> Result<(), AppError> {
     let text = [
         ("queue", &q.queue),
+        ("origin", &q.origin),
         ("reason", &q.reason),
         ("status", &q.status),
         ("error", &q.error),
@@ -55,6 +56,7 @@ pub fn filter(q: &DlQuery) -> Result<store::ListFilter, AppError> {
     };
     Ok(store::ListFilter {
         queue: clean(&q.queue),
+        origin: clean(&q.origin),
         reason: clean(&q.reason),
         group_id,
         status,
