@@ -59,6 +59,11 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await expect(panel.getByTestId("mixed-kinds")).toContainText("mixes 2 kinds of message: 34 of type processar_pagamento");
   await expect(panel.getByTestId("mixed-kinds")).toContainText("5 of type notificar_cliente");
   await shot(page, "preview-mixed-kinds");
+  // It offers to narrow to one kind: the list with that kind's type and shape as filters.
+  await panel.getByTestId("narrow-kinds").getByRole("link", { name: /^Only the 5 of type notificar_cliente/ }).click();
+  await expect(page.getByTestId("dl-count")).toContainText("5 messages match");
+  await expect(page.getByLabel("Type", { exact: true })).toHaveValue("notificar_cliente");
+  await expect(page.getByTestId("dl-kind").first()).toContainText("notificar_cliente");
 
   // The group of the 34: one kind, and its button replays exactly those.
   await page.goto("/dead-letters/groups?dlq=e2e.work.dlq", { waitUntil: "networkidle" });

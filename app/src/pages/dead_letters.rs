@@ -25,6 +25,8 @@ fn read_query(m: &leptos_router::params::ParamsMap) -> DlQuery {
     DlQuery {
         queue: m.get("queue"),
         origin: m.get("origin"),
+        msg_type: m.get("type"),
+        shape: m.get("shape"),
         reason: m.get("reason"),
         status: m.get("status"),
         error: m.get("error"),
@@ -41,6 +43,8 @@ fn pairs(q: &DlQuery) -> Vec<(&'static str, Option<String>)> {
     vec![
         ("queue", q.queue.clone()),
         ("origin", q.origin.clone()),
+        ("type", q.msg_type.clone()),
+        ("shape", q.shape.clone()),
         ("reason", q.reason.clone()),
         ("status", q.status.clone()),
         ("error", q.error.clone()),
@@ -241,6 +245,8 @@ fn FilterForm(q: DlQuery) -> impl IntoView {
             <input type="hidden" name="group" value=q.group.clone().unwrap_or_default() />
             <FilterField name="queue" label="DLQ" value=q.queue.clone() placeholder="orders.dlq" />
             <FilterField name="origin" label="Origin queue" value=q.origin.clone() placeholder="orders" />
+            <FilterField name="type" label="Type" value=q.msg_type.clone() placeholder="order.created" />
+            <FilterField name="shape" label="Body shape" value=q.shape.clone() placeholder="{id, total}" />
             <label class="flex flex-col gap-0.5">"Reason"
                 <select class="input" name="reason">
                     {["", "rejected", "expired", "maxlen", "delivery_limit", "none", "unknown"].iter().map(|r| {
@@ -318,7 +324,7 @@ fn Rows(
         <div class="card overflow-x-auto">
             <table class="tbl" data-testid="dl-table">
                 <thead><tr>
-                    <th></th><th>"#"</th><th>"DLQ"</th><th>"Origin"</th><th>"Reason"</th><th>"Error"</th><th>"Body"</th>
+                    <th></th><th>"#"</th><th>"DLQ"</th><th>"Origin"</th><th>"Kind"</th><th>"Reason"</th><th>"Error"</th><th>"Body"</th>
                     <th>"Deaths"</th><th>"Status"</th><th>"Age"</th>
                 </tr></thead>
                 <tbody>
@@ -337,6 +343,10 @@ fn Rows(
                                 <td><a class="underline font-mono text-xs" href=types::routes::dead_letter(id)>{format!("#{id}")}</a></td>
                                 <td class="font-mono text-xs">{r.queue.clone()}</td>
                                 <td class="font-mono text-xs">{r.original_queue.clone().unwrap_or_else(|| "—".into())}</td>
+                                <td class="text-xs" data-testid="dl-kind">
+                                    {r.msg_type.clone().map(|t| view! { <a class="underline font-mono" href=href(&DlQuery { msg_type: Some(t.clone()), ..q.clone() }, None)>{t.clone()}</a> })}
+                                    {r.body_shape.clone().map(|s| view! { <a class="block font-mono muted break-all" href=href(&DlQuery { shape: Some(s.clone()), ..q.clone() }, None)>{s.clone()}</a> })}
+                                </td>
                                 <td><Pill text=r.reason /></td>
                                 <td class="text-xs text-red-700 dark:text-red-300 max-w-xs break-words">{r.error.map(|e| format::clip(&e, 100))}</td>
                                 <td class="font-mono text-xs max-w-sm break-all muted">{r.preview}</td>

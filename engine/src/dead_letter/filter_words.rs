@@ -16,6 +16,12 @@ impl ListFilter {
         if let Some(v) = &self.origin {
             parts.push(format!("origin {v}"));
         }
+        if let Some(v) = &self.msg_type {
+            parts.push(format!("type {v}"));
+        }
+        if let Some(v) = &self.body_shape {
+            parts.push(format!("shape {v}"));
+        }
         if let Some(v) = &self.reason {
             parts.push(format!("reason {v}"));
         }
@@ -62,6 +68,8 @@ mod tests {
         let f = ListFilter {
             queue: Some("pagamentos.dlq".into()),
             origin: Some("pagamentos.processar".into()),
+            msg_type: Some("processar_pagamento".into()),
+            body_shape: Some("{pedido_id, valor}".into()),
             reason: Some("rejected".into()),
             group_id: Some(12),
             status: Some(Status::Awaiting),
@@ -73,7 +81,8 @@ mod tests {
         };
         assert_eq!(
             f.words(),
-            "DLQ pagamentos.dlq · origin pagamentos.processar · reason rejected · failure group #12 · status awaiting \
+            "DLQ pagamentos.dlq · origin pagamentos.processar · type processar_pagamento · shape {pedido_id, valor} \
+             · reason rejected · failure group #12 · status awaiting \
              · error contains “IntegrityError” · body contains “pedido” · message id m-1 · stored since 2026-12-07 09:30 UTC"
         );
         let bytes = ListFilter { body_contains: Some(vec![0x00, 0xff]), ..Default::default() };

@@ -163,6 +163,8 @@ pub struct DeadLetterSummary {
     pub group_id: Option<i64>,
     pub status: Status,
     pub body_size: i32,
+    pub msg_type: Option<String>,
+    pub body_shape: Option<String>,
     pub body_head: Vec<u8>,
     pub ingested_at: DateTime<Utc>,
 }

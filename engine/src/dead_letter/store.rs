@@ -85,6 +85,12 @@ pub struct ListFilter {
     /// The queue it died in (its first x-death's queue): where a replay sends it back.
     #[serde(default)]
     pub origin: Option<String>,
+    /// Its AMQP `type` property.
+    #[serde(default)]
+    pub msg_type: Option<String>,
+    /// Its body's shape as `kind::body_shape` labels it (`{a, b}`, `text`, `binary` …).
+    #[serde(default)]
+    pub body_shape: Option<String>,
     pub reason: Option<String>,
     pub group_id: Option<i64>,
     pub status: Option<Status>,
@@ -198,7 +204,7 @@ pub async fn page(db: &PgPool, f: &ListFilter, at: At, limit: i64) -> Result<Pag
     // Runtime-checked: the WHERE clause depends on which filters and cursor are given.
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT id, queue, message_id, content_type, reason, original_queue, error_type, error_message, death_count,
-            group_id, status, body_size, substring(body from 1 for ",
+            group_id, status, body_size, msg_type, body_shape, substring(body from 1 for ",
     );
     q.push_bind(SUMMARY_BODY_BYTES).push(") AS body_head, ingested_at FROM ");
     let window = match &f.body_contains {
@@ -277,6 +283,12 @@ pub fn push_conditions(q: &mut QueryBuilder<Postgres>, f: &ListFilter) {
     }
     if let Some(v) = &f.origin {
         q.push(" AND original_queue = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.msg_type {
+        q.push(" AND msg_type = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.body_shape {
+        q.push(" AND body_shape = ").push_bind(v.clone());
     }
     if let Some(v) = &f.reason {
         q.push(" AND reason = ").push_bind(v.clone());

@@ -14,6 +14,8 @@ use crate::dead_letter::store::ListFilter;
 /// What the operator picked. Only dead letters awaiting triage are ever taken.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+// One per plan or preview, never in a hot loop: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Selection {
     /// One message, or a hand-picked selection.
     Ids(Vec<i64>),

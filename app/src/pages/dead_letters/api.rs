@@ -18,6 +18,12 @@ pub struct DlQuery {
     /// The queue it died in.
     #[serde(default)]
     pub origin: Option<String>,
+    /// The AMQP `type` property.
+    #[serde(default, rename = "type")]
+    pub msg_type: Option<String>,
+    /// The body's shape (`{a, b}`, `text` …).
+    #[serde(default)]
+    pub shape: Option<String>,
     pub reason: Option<String>,
     pub status: Option<String>,
     pub error: Option<String>,
@@ -75,6 +81,10 @@ pub struct DlRow {
     pub body_size: i32,
     pub preview: String,
     pub age_secs: i64,
+    #[serde(default)]
+    pub msg_type: Option<String>,
+    #[serde(default)]
+    pub body_shape: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -8,6 +8,7 @@ use leptos::prelude::*;
 
 use super::api::{Order, PlanOptions, ReplayCreate, ReplayPreview, SelectionInput, TargetInput};
 use crate::layout::ErrorBox;
+use crate::pages::dead_letters::{self, api::DlQuery};
 
 #[component]
 pub fn ReplayPanel(
@@ -134,6 +135,11 @@ pub fn ReplayPanel(
                                             p.kinds.iter().map(|(t, b, n)| format!("{n} {}", kind_words(t.as_deref(), b.as_deref()))).collect::<Vec<_>>().join(", "))}
                                     </p>
                                 })}
+                                {(p.kinds.len() > 1).then(|| narrow_links(&selection.get_untracked(), &p.kinds)).flatten().map(|links| view! {
+                                    <ul class="text-sm flex flex-wrap gap-x-4" data-testid="narrow-kinds">
+                                        {links.into_iter().map(|(href, label)| view! { <li><a class="underline" href=href>{label}</a></li> }).collect_view()}
+                                    </ul>
+                                })}
                                 <p class="text-xs muted" data-testid="preview-selection">{format!("The set: {}. It is frozen when the plan is created.", p.selection)}</p>
                                 <p><b data-testid="preview-count">{p.count}</b>" messages will be replayed"
                                     {(p.already_replayed > 0).then(|| view! { <span class="text-amber-700 dark:text-amber-400">{format!(" — {} of them were replayed before", p.already_replayed)}</span> })}
@@ -198,10 +204,65 @@ pub fn ReplayPanel(
 const MAX_KINDS_SHOWN: i64 = 6;
 
 /// One kind of message in words: its type and body shape.
+/// For a set taken with the list's filter: one link per kind, to the list narrowed to it
+/// (its type and body shape added to the filter), from where its "Replay all matching" takes
+/// that kind alone. None for a hand-picked set.
+fn narrow_links(
+    selection: &SelectionInput,
+    kinds: &[(Option<String>, Option<String>, i64)],
+) -> Option<Vec<(String, String)>> {
+    let SelectionInput::Filter(q) = selection else { return None };
+    Some(
+        kinds
+            .iter()
+            // Only a link whose filter takes exactly this kind: a kind without a type (or shape)
+            // cannot be told apart by filter from a kind with one and the same other half.
+            .filter(|(t, b, _)| {
+                let takes = |(t2, b2, _): &&(Option<String>, Option<String>, i64)| {
+                    (t.is_none() || t2 == t) && (b.is_none() || b2 == b)
+                };
+                (t.is_some() || b.is_some()) && kinds.iter().filter(takes).count() == 1
+            })
+            .map(|(t, b, n)| {
+                let narrowed = DlQuery { msg_type: t.clone(), shape: b.clone(), ..q.clone() };
+                (
+                    dead_letters::href(&narrowed, None),
+                    format!("Only the {n} {}", kind_words(t.as_deref(), b.as_deref())),
+                )
+            })
+            .collect(),
+    )
+}
+
 fn kind_words(msg_type: Option<&str>, body_shape: Option<&str>) -> String {
     let t = msg_type.map(|t| format!("of type {t}")).unwrap_or_else(|| "without a type".into());
     match body_shape {
         Some(b) => format!("{t}, body {b}"),
         None => t,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_kind_a_filter_takes_alone_gets_a_link_and_a_picked_set_gets_none() {
+        let kinds = vec![
+            (Some("processar_pagamento".to_string()), Some("{a}".to_string()), 34),
+            (Some("notificar_cliente".to_string()), Some("{b}".to_string()), 5),
+            // The first one's shape without a type: a filter on the shape would take both.
+            (None, Some("{a}".to_string()), 2),
+        ];
+        let q = DlQuery { queue: Some("p.dlq".into()), ..Default::default() };
+        let links = narrow_links(&SelectionInput::Filter(q), &kinds).unwrap();
+        assert_eq!(links.len(), 2, "{links:?}");
+        assert!(
+            links[0].0.contains("type=processar_pagamento") && links[0].0.contains("queue=p.dlq"),
+            "{}",
+            links[0].0
+        );
+        assert_eq!(links[0].1, "Only the 34 of type processar_pagamento, body {a}");
+        assert!(narrow_links(&SelectionInput::Ids(vec![1]), &kinds).is_none());
     }
 }

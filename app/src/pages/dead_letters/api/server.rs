@@ -151,6 +151,8 @@ pub async fn list(q: &DlQuery, after: Option<&str>, before: Option<&str>) -> Res
                 group_id: r.group_id,
                 status: r.status,
                 body_size: r.body_size,
+                msg_type: r.msg_type,
+                body_shape: r.body_shape,
             })
             .collect(),
     })

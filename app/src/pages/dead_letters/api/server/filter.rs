@@ -27,6 +27,8 @@ fn no_nul(q: &DlQuery) -> Result<(), AppError> {
     let text = [
         ("queue", &q.queue),
         ("origin", &q.origin),
+        ("type", &q.msg_type),
+        ("shape", &q.shape),
         ("reason", &q.reason),
         ("status", &q.status),
         ("error", &q.error),
@@ -57,6 +59,8 @@ pub fn filter(q: &DlQuery) -> Result<store::ListFilter, AppError> {
     Ok(store::ListFilter {
         queue: clean(&q.queue),
         origin: clean(&q.origin),
+        msg_type: clean(&q.msg_type),
+        body_shape: clean(&q.shape),
         reason: clean(&q.reason),
         group_id,
         status,
