@@ -61,16 +61,21 @@ pub async fn sample_once(
         let opts = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
         let q = match ch.queue_declare(name, opts, FieldTable::default()).await {
             Ok(q) => q,
-            Err(e) => {
-                let gone = crate::amqp::is_not_found(&e);
-                tracing::warn!(%queue, error = %e, gone, "cannot sample the queue");
-                if gone {
-                    super::missing::record(pool, queue, false).await.context("cannot record a missing queue")?;
+            Err(e) if crate::amqp::is_not_found(&e) => {
+                // Said once when it goes missing, not every round while it stays so.
+                if super::missing::record(pool, queue, false).await.context("cannot record a missing queue")? {
+                    tracing::warn!(%queue, "the queue no longer exists on the broker");
                 }
                 continue;
             }
+            Err(e) => {
+                tracing::warn!(%queue, error = %e, "cannot sample the queue");
+                continue;
+            }
         };
-        super::missing::record(pool, queue, true).await.context("cannot record a queue as present")?;
+        if super::missing::record(pool, queue, true).await.context("cannot record a queue as present")? {
+            tracing::info!(%queue, "the queue exists on the broker again");
+        }
         let _ = ch.close(200, "sampled".into()).await;
         let unacked = match management_url {
             Some(m) => unacked(http, m, vhost, queue).await,

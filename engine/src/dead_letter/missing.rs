@@ -10,20 +10,22 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-/// Records what the broker answered for `queue`: it exists, or it does not.
-pub async fn record(db: impl PgExecutor<'_>, queue: &str, exists: bool) -> Result<(), sqlx::Error> {
+/// Records what the broker answered for `queue`: it exists, or it does not. True when that
+/// is news (the queue went missing, or came back), so the caller logs a change once.
+pub async fn record(db: impl PgExecutor<'_>, queue: &str, exists: bool) -> Result<bool, sqlx::Error> {
     if exists {
-        sqlx::query!("DELETE FROM missing_queues WHERE queue = $1", queue).execute(db).await?;
-    } else {
-        sqlx::query!(
-            "INSERT INTO missing_queues (queue) VALUES ($1)
-             ON CONFLICT (queue) DO UPDATE SET checked_at = now()",
-            queue
-        )
-        .execute(db)
-        .await?;
+        let gone = sqlx::query!("DELETE FROM missing_queues WHERE queue = $1", queue).execute(db).await?;
+        return Ok(gone.rows_affected() > 0);
     }
-    Ok(())
+    // `since` is kept on conflict: a row whose `since` is this statement's time is new.
+    sqlx::query_scalar!(
+        r#"INSERT INTO missing_queues (queue) VALUES ($1)
+           ON CONFLICT (queue) DO UPDATE SET checked_at = now()
+           RETURNING since = checked_at AS "new!""#,
+        queue
+    )
+    .fetch_one(db)
+    .await
 }
 
 /// Every queue found missing, with since when.

@@ -462,6 +462,8 @@ async fn the_depth_sampler_records_ready_messages_consumers_and_unacked() {
     assert_eq!(written, 1, "a missing queue is skipped");
     let missing = engine::dead_letter::missing::all(&db.pool).await.unwrap();
     assert_eq!(missing.keys().collect::<Vec<_>>(), [&queues[1]], "and recorded as missing");
+    let again = engine::dead_letter::missing::record(&db.pool, &queues[1], false).await.unwrap();
+    assert!(!again, "missing already: not news");
     let latest = depth::latest(&db.pool).await.unwrap();
     assert_eq!(latest.len(), 1);
     let s = &latest[0];
