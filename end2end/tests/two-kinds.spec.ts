@@ -46,6 +46,14 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await expect(first.locator("td").nth(3)).toHaveText("e2e.work");
   await shot(page, "dl-origin-filter");
 
+  // The list counts the types among what matches, each a link that filters by it.
+  await page.goto("/dead-letters?queue=e2e.work.dlq", { waitUntil: "networkidle" });
+  const types = page.getByTestId("dl-types");
+  await expect(types).toContainText("processar_pagamento 34");
+  await types.getByRole("link", { name: /^notificar_cliente \d+$/ }).click();
+  await expect(page.getByLabel("Type", { exact: true })).toHaveValue("notificar_cliente");
+  await expect(page.getByTestId("dl-types")).not.toContainText("processar_pagamento");
+
   // A set across both kinds (the list filtered by the tag): the preview leads with the split.
   await page.goto(`/dead-letters?queue=e2e.work.dlq&body=${tag}`, { waitUntil: "networkidle" });
   await page.getByRole("button", { name: "Replay all matching…" }).click();

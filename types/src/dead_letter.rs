@@ -14,6 +14,8 @@ words! {
 /// The most dead letters one NDJSON download holds (the newest the filter selects): the
 /// engine stops there, the list page says so beside the link.
 pub const EXPORT_MAX_ROWS: i64 = 100_000;
+/// Rows a type facet of the dead-letter list reads: the newest this many matching its filter.
+pub const FACET_ROWS: i64 = 10_000;
 
 words! {
     /// How a body is rendered: pretty JSON, text, or hex for bytes that are not UTF-8.

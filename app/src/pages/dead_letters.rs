@@ -293,6 +293,17 @@ fn Rows(
             <span class="text-xs muted">{format!("newest {} at most", types::dead_letter::EXPORT_MAX_ROWS)}</span>
         </div>
         {p.search_note.clone().map(|n| view! { <p class="text-xs muted mb-2" data-testid="dl-search-note">{n}</p> })}
+        {(!p.types.is_empty()).then(|| view! {
+            <p class="text-xs mb-2 flex flex-wrap gap-x-3 gap-y-1 items-baseline" data-testid="dl-types">
+                <span class="muted" title=format!("among the newest {} matching", types::dead_letter::FACET_ROWS)>"Types:"</span>
+                {p.types.clone().into_iter().map(|(t, n)| match t {
+                    Some(t) => view! {
+                        <a class="underline font-mono" href=href(&DlQuery { msg_type: Some(t.clone()), ..q.clone() }, None)>{format!("{t} {n}")}</a>
+                    }.into_any(),
+                    None => view! { <span class="muted">{format!("no type {n}")}</span> }.into_any(),
+                }).collect_view()}
+            </p>
+        })}
         {p.swap.clone().map(|s| {
             let (none, other) = if s.field == "queue" { ("DLQ", "origin queue") } else { ("origin queue", "DLQ") };
             view! {

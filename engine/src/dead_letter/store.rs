@@ -342,6 +342,29 @@ pub async fn count(db: impl PgExecutor<'_>, f: &ListFilter, cap: i64) -> Result<
     Ok((n.min(cap), n > cap))
 }
 
+pub use types::dead_letter::FACET_ROWS;
+
+/// How many of the newest [`FACET_ROWS`] dead letters matching `f` carry each AMQP `type`
+/// (None: no type), most first, at most `limit` types. None when `f` searches bodies: that
+/// search reads bodies, and a page makes only its own bounded body scan.
+pub async fn type_counts(
+    db: impl PgExecutor<'_>,
+    f: &ListFilter,
+    limit: i64,
+) -> Result<Option<Vec<(Option<String>, i64)>>, StoreError> {
+    if f.body_contains.is_some() {
+        return Ok(None);
+    }
+    // Runtime-checked: the WHERE clause depends on which filters are given.
+    let mut q =
+        QueryBuilder::<Postgres>::new("SELECT msg_type, count(*) FROM (SELECT msg_type FROM dead_letters WHERE true");
+    push_conditions(&mut q, f);
+    At::Newest.push_cursor_and_order(&mut q);
+    q.push(" LIMIT ").push_bind(FACET_ROWS).push(") newest GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT ").push_bind(limit);
+    let rows: Vec<(Option<String>, i64)> = q.build_query_as().persistent(false).fetch_all(db).await?;
+    Ok(Some(rows))
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GroupFilter {
     pub original_queue: Option<String>,

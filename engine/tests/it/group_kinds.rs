@@ -219,3 +219,26 @@ async fn groups_stored_before_are_split_by_kind_keeping_their_history() {
         "a second run moves nothing"
     );
 }
+
+/// The list can take one kind: type and shape are filters, and the type facet counts them.
+#[tokio::test]
+async fn the_list_filters_by_type_and_shape_and_counts_types() {
+    use engine::dead_letter::store::{self, ListFilter};
+    let db = engine::testing::fresh_db().await;
+    let mut rows: Vec<NewDeadLetter> = (0..4)
+        .map(|i| NewDeadLetter::new(rejected("pagamentos.processar", Some("processar_pagamento"), &pagamento(i))))
+        .collect();
+    rows.extend((0..2).map(|i| NewDeadLetter::new(rejected("pagamentos.processar", None, &notificacao(i)))));
+    insert_committed(&db.pool, &rows).await.unwrap();
+    let count = async |f: ListFilter| store::count(&db.pool, &f, 100).await.unwrap().0;
+    assert_eq!(count(ListFilter { msg_type: Some("processar_pagamento".into()), ..Default::default() }).await, 4);
+    let shape = Some("{canal, notificacao_id, template}".to_string());
+    assert_eq!(count(ListFilter { body_shape: shape.clone(), ..Default::default() }).await, 2);
+    assert_eq!(count(ListFilter { origin: Some("pagamentos.processar".into()), ..Default::default() }).await, 6);
+    let facet = store::type_counts(&db.pool, &ListFilter::default(), 8).await.unwrap();
+    assert_eq!(facet, Some(vec![(Some("processar_pagamento".into()), 4), (None, 2)]));
+    let narrowed = ListFilter { body_shape: shape, ..Default::default() };
+    assert_eq!(store::type_counts(&db.pool, &narrowed, 8).await.unwrap(), Some(vec![(None, 2)]));
+    let searching = ListFilter { body_contains: Some(b"pix".to_vec()), ..Default::default() };
+    assert_eq!(store::type_counts(&db.pool, &searching, 8).await.unwrap(), None, "no facet over a body search");
+}

@@ -101,6 +101,10 @@ pub struct DlPage {
     /// which field, how many, and the link that swaps them.
     #[serde(default)]
     pub swap: Option<Swap>,
+    /// The AMQP types among the newest matching messages, with counts, most first (empty with
+    /// a body search, or when none has a type).
+    #[serde(default)]
+    pub types: Vec<(Option<String>, i64)>,
 }
 
 /// "No message was read from a DLQ named `orders`; 340 died in a queue named `orders`."

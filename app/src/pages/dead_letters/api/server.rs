@@ -126,7 +126,11 @@ pub async fn list(q: &DlQuery, after: Option<&str>, before: Option<&str>) -> Res
         _ => "Body search read every message that matches the other filters.".to_string(),
     });
     let swap = if page.items.is_empty() { swap(&state.pool, q, &f).await? } else { None };
+    let types = store::type_counts(&state.pool, &f, 8).await.map_err(AppError::internal)?.unwrap_or_default();
+    // A facet says something only when some message has a type.
+    let types = if types.iter().any(|(t, _)| t.is_some()) { types } else { Vec::new() };
     Ok(DlPage {
+        types,
         swap,
         search_note,
         next: page.next.map(cursor_text),
