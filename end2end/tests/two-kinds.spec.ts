@@ -78,6 +78,14 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await pagamentos.getByTestId("group-link").click();
   await expect(page.getByTestId("group-summary").getByTestId("group-kind")).toContainText("type processar_pagamento");
   await expect(page.getByTestId("group-counts")).toContainText("34 awaiting triage");
+  // Its newest bodies by shape, each with an example and a link to the list narrowed to it.
+  const keySets = page.getByTestId("key-sets");
+  await expect(keySets).toContainText("{metodo, moeda, pedido_id, tag, valor} 34 (100 %) · e.g. #");
+  await expect(keySets.getByRole("link", { name: "{metodo, moeda, pedido_id, tag, valor}" })).toHaveAttribute(
+    "href",
+    /^\/dead-letters\?group=\d+&shape=/,
+  );
+  await shot(page, "group-key-sets");
   await page.getByRole("button", { name: "Replay 34 to e2e.work" }).click();
   await expect(panel.getByTestId("preview-count")).toHaveText("34");
   await expect(panel.getByTestId("mixed-kinds")).toHaveCount(0);

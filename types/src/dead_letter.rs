@@ -52,6 +52,10 @@ pub struct Breakdown {
     pub no_content_type: i64,
     /// By the value of a schema-version header (`None`: the message has none), largest first.
     pub schema_versions: Vec<(Option<String>, i64)>,
+    /// By body shape as the list filters it (a JSON object's keys `{a, b}`, `text` …): the
+    /// label, how many, and the newest one's id as an example; largest first.
+    #[serde(default)]
+    pub key_sets: Vec<(String, i64, i64)>,
 }
 
 impl Breakdown {

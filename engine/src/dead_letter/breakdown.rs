@@ -1,6 +1,7 @@
 //! Why a failure group's messages died when no error header says: the newest awaiting ones
 //! broken down by what their bodies are (JSON, text, binary, compressed), by a declared JSON
-//! content type the body does not match, and by a schema-version header.
+//! content type the body does not match, by a schema-version header, and by the body shape
+//! the list filters on (a JSON object's keys), each with an example.
 //!
 //! Policy: at most [`SAMPLE`] messages, the group's newest awaiting ones, and at most
 //! [`HEAD`] bytes of each are read, so the group page costs the same for a group of fifty
@@ -81,6 +82,9 @@ pub fn schema_version(headers: Option<&Value>) -> Option<String> {
 /// One message as the breakdown reads it.
 #[derive(Debug, Clone)]
 pub struct Sampled {
+    pub id: i64,
+    /// The shape label stored at ingest (`kind::body_shape`).
+    pub body_shape: Option<String>,
     pub head: Vec<u8>,
     pub body_size: i32,
     pub content_type: Option<String>,
@@ -92,8 +96,13 @@ pub struct Sampled {
 pub fn tally(sample: &[Sampled]) -> Breakdown {
     let mut shapes: HashMap<BodyShape, i64> = HashMap::new();
     let mut versions: HashMap<Option<String>, i64> = HashMap::new();
+    // The sample is newest first: the first id seen of a shape is its newest example.
+    let mut key_sets: HashMap<&str, (i64, i64)> = HashMap::new();
     let mut b = Breakdown { sampled: sample.len() as i64, ..Breakdown::default() };
     for m in sample {
+        if let Some(label) = m.body_shape.as_deref() {
+            key_sets.entry(label).or_insert((0, m.id)).0 += 1;
+        }
         let whole = i64::from(m.body_size) <= m.head.len() as i64;
         let s = shape(&m.head, whole, m.content_encoding.as_deref());
         *shapes.entry(s).or_default() += 1;
@@ -108,6 +117,8 @@ pub fn tally(sample: &[Sampled]) -> Breakdown {
     }
     b.shapes = shapes.into_iter().collect();
     b.shapes.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.as_str().cmp(y.0.as_str())));
+    b.key_sets = key_sets.into_iter().map(|(label, (n, example))| (label.to_string(), n, example)).collect();
+    b.key_sets.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     b.schema_versions = versions.into_iter().collect();
     // Largest first; on a tie a named version before "none", then by name.
     b.schema_versions.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.is_none().cmp(&y.0.is_none())).then(x.0.cmp(&y.0)));
@@ -122,7 +133,8 @@ pub fn tally(sample: &[Sampled]) -> Breakdown {
 pub async fn of_group(db: impl PgExecutor<'_>, group_id: i64) -> Result<Breakdown, sqlx::Error> {
     let sample = sqlx::query_as!(
         Sampled,
-        r#"SELECT substring(body FROM 1 FOR $2) AS "head!", body_size, content_type, content_encoding, headers
+        r#"SELECT id, body_shape, substring(body FROM 1 FOR $2) AS "head!", body_size, content_type, content_encoding,
+                  headers
            FROM dead_letters WHERE group_id = $1 AND status = 'awaiting'
            ORDER BY ingested_at DESC, id DESC LIMIT $3"#,
         group_id,
@@ -142,6 +154,8 @@ mod tests {
 
     fn msg(body: &[u8], content_type: Option<&str>, headers: Option<Value>) -> Sampled {
         Sampled {
+            id: 0,
+            body_shape: None,
             head: body.to_vec(),
             body_size: body.len() as i32,
             content_type: content_type.map(String::from),
@@ -198,5 +212,18 @@ mod tests {
         assert!(!b.mixed());
         let numeric = json!({"Version": {"t": "i32", "v": 3}});
         assert_eq!(schema_version(Some(&numeric)).as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn key_sets_are_counted_with_their_newest_example_largest_first() {
+        let keyed = |id: i64, label: Option<&str>| Sampled {
+            id,
+            body_shape: label.map(String::from),
+            ..msg(b"{}", None, None)
+        };
+        // Newest first, as the query reads them.
+        let sample = vec![keyed(9, Some("{a, b}")), keyed(8, Some("{c}")), keyed(7, Some("{a, b}")), keyed(6, None)];
+        let b = tally(&sample);
+        assert_eq!(b.key_sets, vec![("{a, b}".to_string(), 2, 9), ("{c}".to_string(), 1, 8)]);
     }
 }

@@ -10,7 +10,7 @@ fn share(n: i64, of: i64) -> String {
 }
 
 #[component]
-pub fn BreakdownCard(b: Breakdown, no_error: bool) -> impl IntoView {
+pub fn BreakdownCard(b: Breakdown, no_error: bool, group: i64) -> impl IntoView {
     if b.sampled == 0 {
         return view! { <p class="muted text-sm mb-3" data-testid="group-breakdown">"No message of this group awaits triage."</p> }
             .into_any();
@@ -35,6 +35,28 @@ pub fn BreakdownCard(b: Breakdown, no_error: bool) -> impl IntoView {
     });
     let untyped =
         (b.no_content_type > 0).then(|| view! { <li>{format!("{} without a content_type", b.no_content_type)}</li> });
+    // Each shape links to the group's list narrowed to it: from there "Replay all matching"
+    // takes that shape alone.
+    let key_sets = (!b.key_sets.is_empty()).then(|| {
+        let each = b
+            .key_sets
+            .iter()
+            .map(|(label, n, example)| {
+                let list = format!(
+                    "/dead-letters{}",
+                    crate::widgets::query_string(&[("group", Some(group.to_string())), ("shape", Some(label.clone()))])
+                );
+                view! {
+                    <li>
+                        <a class="underline font-mono" href=list>{label.clone()}</a>
+                        {format!(" {n} ({}) · e.g. ", share(*n, of))}
+                        <a class="underline" href=types::routes::dead_letter(*example)>{format!("#{example}")}</a>
+                    </li>
+                }
+            })
+            .collect_view();
+        view! { <ul class="text-xs mt-1 space-y-0.5" data-testid="key-sets">{each}</ul> }
+    });
     let versions = (!b.schema_versions.is_empty()).then(|| {
         let each = b
             .schema_versions
@@ -52,6 +74,7 @@ pub fn BreakdownCard(b: Breakdown, no_error: bool) -> impl IntoView {
             <h2 class="font-semibold">{format!("What the newest {of} bodies are")}</h2>
             <p class="muted text-xs mb-1">{headline}</p>
             <ul class="flex flex-wrap gap-x-4 gap-y-0.5 text-xs tabular-nums">{shapes}</ul>
+            {key_sets}
             <ul class="text-xs mt-1 space-y-0.5">{mismatch}{untyped}{versions}</ul>
         </div>
     }

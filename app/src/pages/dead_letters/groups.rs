@@ -139,7 +139,7 @@ pub fn GroupPage() -> impl IntoView {
                                 </tbody></table>
                                 <div class="px-2 pb-2"><super::inflow_chart::InflowChart per_minute=p.inflow.clone() /></div>
                             </div>
-                            <super::breakdown::BreakdownCard b=p.breakdown.clone() no_error=g.error_type.is_none() />
+                            <super::breakdown::BreakdownCard b=p.breakdown.clone() no_error=g.error_type.is_none() group=g.id />
                             {(can_operate && g.awaiting > 0).then(|| view! {
                                 <div class="mb-3" data-testid="group-replay" data-shortcut="replay">
                                     <ReplayPanel selection label=label origin=origin.clone().unwrap_or_default() preview_on_open=true />
