@@ -92,6 +92,7 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await panel.getByRole("button", { name: "Replay 34 messages" }).click();
   await expect(page.getByTestId("plan")).toContainText("done", { timeout: 30_000 });
   await expect(page.getByTestId("plan-selection")).toContainText("Frozen set: what matched failure group #");
+  const plan = new URL(page.url()).pathname.split("/").pop();
   // Nothing died again (yet): the plan says so rather than nothing.
   await expect(page.getByTestId("died-again")).toContainText("died again 0");
 
@@ -103,4 +104,10 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   }).toPass({ timeout: 20_000 });
   expect(arrived.filter((id) => id.startsWith(`${tag}-n-`))).toEqual([]);
   expect(sql(`SELECT count(*) FROM revenant.dead_letters WHERE message_id LIKE '${tag}-n-%' AND status = 'awaiting'`)).toBe("5");
+
+  // The audit log says the set in the same words.
+  await page.goto("/audit?action=replay.create");
+  await expect(page.getByTestId("audit-table").getByRole("row").filter({ hasText: `replay_plan:${plan}` })).toContainText(
+    "what matched failure group #",
+  );
 });

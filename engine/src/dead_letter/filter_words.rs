@@ -53,6 +53,20 @@ impl ListFilter {
     }
 }
 
+impl ListFilter {
+    /// A filter as the audit log stored it, when it is a list filter: a JSON object naming no
+    /// field a `ListFilter` lacks (so a by-id selection or another kind of filter is not read
+    /// as one, and shown as stored instead).
+    pub fn from_stored(v: &serde_json::Value) -> Option<ListFilter> {
+        let known = serde_json::to_value(ListFilter::default()).ok()?;
+        let (known, stored) = (known.as_object()?, v.as_object()?);
+        if stored.keys().any(|k| !known.contains_key(k)) {
+            return None;
+        }
+        serde_json::from_value(v.clone()).ok()
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -88,5 +102,16 @@ mod tests {
         let bytes = ListFilter { body_contains: Some(vec![0x00, 0xff]), ..Default::default() };
         assert_eq!(bytes.words(), "body contains the bytes 00ff");
         assert_eq!(ListFilter::default().words(), "every dead letter");
+    }
+
+    #[test]
+    fn a_stored_filter_is_read_back_only_when_it_is_a_list_filter() {
+        let stored =
+            serde_json::json!({"queue": "orders.dlq", "body_contains": {"text": "pedido"}, "status": "awaiting"});
+        let f = ListFilter::from_stored(&stored).unwrap();
+        assert_eq!(f.words(), "DLQ orders.dlq · status awaiting · body contains “pedido”");
+        assert!(ListFilter::from_stored(&serde_json::json!({"ids": [1, 2]})).is_none());
+        assert!(ListFilter::from_stored(&serde_json::json!({"source": "orders", "status": null})).is_none());
+        assert!(ListFilter::from_stored(&serde_json::json!("text")).is_none());
     }
 }

@@ -59,6 +59,18 @@ pub async fn audit_list(
         None => (last.filter(|_| more), first.filter(|_| before.is_some())),
     };
     let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
+    // A dead-letter filter or a replay's set in words, as the list and the plan say them;
+    // anything else as stored.
+    let filter_text = |action: &str, v: Option<serde_json::Value>| {
+        let words = v.as_ref().and_then(|v| match action {
+            "replay.create" => serde_json::from_value::<engine::replay::Selection>(v.clone()).ok().map(|s| s.words()),
+            a if a.starts_with("dead_letter.") => {
+                engine::dead_letter::store::ListFilter::from_stored(v).map(|f| f.words())
+            }
+            _ => None,
+        });
+        words.unwrap_or_else(|| json(v))
+    };
     let admin_only = |action: &str| {
         !reader.at_least(engine::auth::Role::Admin) && engine::audit::ADMIN_ONLY_DETAIL.contains(&action)
     };
@@ -66,8 +78,9 @@ pub async fn audit_list(
         rows: rows
             .into_iter()
             .map(|r| AuditView {
-                // First: it reads `r.action`, which a field below moves.
+                // First: they read `r.action`, which a field below moves.
                 detail: if admin_only(&r.action) { ADMIN_ONLY.into() } else { json(r.detail) },
+                filter: filter_text(&r.action, r.filter),
                 id: r.id,
                 at: r.at,
                 actor: r.actor,
@@ -75,7 +88,6 @@ pub async fn audit_list(
                 source_ip: r.source_ip.unwrap_or_default(),
                 action: r.action,
                 target: r.target.unwrap_or_default(),
-                filter: json(r.filter),
                 item_count: r.item_count,
                 outcome: r.outcome,
             })
