@@ -17,10 +17,10 @@ pub fn FiringBanner() -> impl IntoView {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
                 blocked.await.ok().flatten().map(|b| view! {
-                    <div role="alert" data-testid="broker-blocked" class="bg-amber-600 text-white text-sm">
+                    <div role="alert" data-testid="broker-blocked" class="bg-amber-800 text-white text-sm">
                         <div class="max-w-7xl mx-auto px-4 py-1.5 flex flex-wrap gap-x-4 gap-y-1 items-center">
                             <span class="font-semibold">{b.line()}</span>
-                            <span class="opacity-90">{format!("{} waiting, not timing out; nothing is lost", b.roles.join(", "))}</span>
+                            <span>{format!("{} waiting, not timing out; nothing is lost", b.roles.join(", "))}</span>
                             <a class="underline text-xs" href=format!("/{}", types::routes::seg::TOPOLOGY)>"topology"</a>
                         </div>
                     </div>
@@ -39,9 +39,9 @@ pub fn FiringBanner() -> impl IntoView {
                                     <span class="uppercase text-xs font-bold mr-1">{a.severity.clone()}</span>
                                     {a.name.clone()}
                                     {a.value.map(|v| format!(" = {v}"))}
-                                    <span class="opacity-80">{format!(" · {}", crate::format::age_secs(a.since_secs))}</span>
+                                    <span class="font-normal">{format!(" · {}", crate::format::age_secs(a.since_secs))}</span>
                                 </a>
-                                <a class="text-xs opacity-80 underline" href=types::routes::alert_rule(a.rule_id)>"rule"</a>
+                                <a class="text-xs underline" href=types::routes::alert_rule(a.rule_id)>"rule"</a>
                             }).collect_view()}
                         </div>
                     </div>

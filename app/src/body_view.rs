@@ -39,7 +39,7 @@ pub fn Body(body: BodyView, #[prop(into)] full_href: String) -> impl IntoView {
                     <a class="underline ml-auto" href=full_href.clone()>"Show all"</a>
                 })}
             </div>
-            <pre data-testid="body" class="p-3 text-xs font-mono whitespace-pre-wrap break-all max-h-[32rem] overflow-auto">{body.text}</pre>
+            <pre data-testid="body" tabindex="0" class="p-3 text-xs font-mono whitespace-pre-wrap break-all max-h-[32rem] overflow-auto">{body.text}</pre>
         </div>
     }
 }

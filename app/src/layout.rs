@@ -108,7 +108,7 @@ pub fn StatusDot(ok: bool) -> impl IntoView {
     } else {
         "inline-block w-2.5 h-2.5 rounded-full bg-red-500"
     };
-    view! { <span class=class aria-label=if ok { "ok" } else { "down" }></span> }
+    view! { <span class=class role="img" aria-label=if ok { "ok" } else { "down" }></span> }
 }
 
 /// The signed-in user and a sign-out button (a POST form: sign-out is a mutation).

@@ -53,6 +53,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("dead-letters/watch", AtLeast(Admin)),
     ("dead-letters/management-ui", AtLeast(Viewer)),
     ("dead-letters/groups", AtLeast(Viewer)),
+    ("dead-letters/group-types", AtLeast(Viewer)),
     ("dead-letters/group", AtLeast(Viewer)),
     ("dead-letters/detail", AtLeast(Viewer)),
     ("dead-letters/archive", AtLeast(Operator)),

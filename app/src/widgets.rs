@@ -94,7 +94,7 @@ pub fn FilterField(
 pub fn BrokerLink(href: Option<String>) -> impl IntoView {
     href.map(|href| {
         view! {
-            <a class="underline text-xs muted whitespace-nowrap hover:text-violet-700" data-testid="broker-link"
+            <a class="underline text-xs muted whitespace-nowrap hover:text-violet-700 dark:hover:text-violet-300" data-testid="broker-link"
                 href=href target="_blank" rel="noopener" title="this queue in the RabbitMQ management UI">"RabbitMQ ↗"</a>
         }
     })

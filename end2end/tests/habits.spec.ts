@@ -144,7 +144,7 @@ test("dark or light follows the system until chosen, then the choice stays acros
   const html = page.locator("html");
   await expect(html).not.toHaveClass(/\bdark\b/);
   const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
-  await switchTo(page, "dark", () => page.getByRole("button", { name: "Toggle dark mode" }).click());
+  await switchTo(page, "dark", () => page.getByRole("button", { name: "Dark mode", exact: true }).click());
   await page.reload();
   await expect(html).toHaveClass(/\bdark\b/);
   expect(await page.evaluate(() => getComputedStyle(document.body).backgroundColor)).not.toBe(light);

@@ -30,6 +30,14 @@ test("two kinds of message in one DLQ without an error header are two groups; re
   await expect(pagamentos).toContainText("{metodo, moeda, pedido_id, tag, valor}");
   await expect(notificacoes).toContainText("{canal, notificacao_id, tag, template}");
   await shot(page, "groups-two-kinds");
+  // A line above the groups counts their types; each narrows the groups to it.
+  const groupTypes = page.getByTestId("group-types");
+  await expect(groupTypes).toContainText("processar_pagamento · 1 group, 34 awaiting");
+  await groupTypes.getByRole("link", { name: /^notificar_cliente · 1 group, 5 awaiting$/ }).click();
+  await expect(page).toHaveURL(/type=notificar_cliente/);
+  await expect(pagamentos).toHaveCount(0);
+  await expect(notificacoes).toHaveCount(1);
+  await expect(page.getByTestId("group-types").getByRole("link", { name: /^processar_pagamento · / })).toBeVisible();
 
   // The list shows the DLQ and the origin as two columns. The origin's name typed as the DLQ
   // matches nothing, and the page says the other field would match, with a link that swaps.

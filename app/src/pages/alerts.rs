@@ -90,7 +90,7 @@ pub fn AlertsPage() -> impl IntoView {
 fn RulesTable(list: Vec<RuleRowView>) -> impl IntoView {
     let empty = list.is_empty();
     view! {
-        <div class="card overflow-x-auto">
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="rules-table">
                 <thead><tr>
                     <th>"Rule"</th><th>"State"</th><th>"Severity"</th><th>"Kind"</th><th>"Target"</th>

@@ -47,7 +47,7 @@ pub fn AuditLogPage() -> impl IntoView {
                         let paged = id("before").is_some() || id("after").is_some();
                         let first = (paged && (prev.is_some() || empty)).then(|| link(None));
                         view! {
-                            <div class="card overflow-x-auto">
+                            <div tabindex="0" class="card overflow-x-auto">
                                 <table class="tbl" data-testid="audit-table">
                                     <thead><tr><th>"When"</th><th>"Who"</th><th>"From"</th><th>"Action"</th><th>"Target"</th><th>"Items"</th><th>"Outcome"</th><th>"Filter / detail"</th></tr></thead>
                                     <tbody>

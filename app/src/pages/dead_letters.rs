@@ -10,6 +10,8 @@ pub mod groups;
 pub mod inflow_chart;
 pub mod watch;
 
+use std::collections::BTreeSet;
+
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
@@ -115,7 +117,7 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
                 let stale = q.sampled_secs_ago.filter(|s| *s > STALE_SAMPLE_SECS);
                 view! {
                     <div class="card px-3 py-2" data-testid="dlq-card">
-                        <a href=href class="block hover:text-violet-700">
+                        <a href=href class="block hover:text-violet-700 dark:hover:text-violet-300">
                             <div class="flex items-center gap-2">
                                 <span class="font-medium font-mono text-sm break-all">{q.queue.clone()}</span>
                                 <span class="ml-auto flex items-center gap-1 text-xs muted" title="broker depth over the last hour">"depth"<Sparkline series=q.series.clone() /></span>
@@ -172,6 +174,10 @@ pub fn QueueCards(list: Vec<api::QueueView>, manage: Option<Manage>) -> impl Int
     }
 }
 
+/// How often the list, its counts and the queue cards refresh in the browser. A refresh
+/// keeps the selection and the scroll: the rows are patched in place, the panels stay open.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[component]
 pub fn DeadLettersPage() -> impl IntoView {
     let params = use_query_map();
@@ -179,17 +185,28 @@ pub fn DeadLettersPage() -> impl IntoView {
     let after = Memo::new(move |_| params.with(|m| m.get("after")));
     let before = Memo::new(move |_| params.with(|m| m.get("before")));
     let acted = RwSignal::new(0u32);
-    let queues = Resource::new(move || acted.get(), |_| dl_queues());
-    let page =
-        Resource::new(move || (query.get(), after.get(), before.get(), acted.get()), |(q, a, b, _)| dl_list(q, a, b));
+    let tick = crate::widgets::use_tick(REFRESH);
+    let queues = Resource::new(move || (acted.get(), tick.get()), |_| dl_queues());
+    let page = Resource::new(
+        move || (query.get(), after.get(), before.get(), acted.get(), tick.get()),
+        |(q, a, b, _, _)| dl_list(q, a, b),
+    );
     let caller = Resource::new(|| (), |_| whoami());
     let discovered = Resource::new(move || acted.get(), |_| dl_discovered());
     // Outside the list's Suspense, so it survives the refetch an action causes.
     let notice = RwSignal::new(None::<String>);
     let manage = Manage { acted, notice };
+    // The picked rows outlive a refresh; another filter or page starts with none.
+    let selected = RwSignal::new(BTreeSet::<i64>::new());
+    Effect::new(move |_| {
+        query.track();
+        after.track();
+        before.track();
+        selected.set(BTreeSet::new());
+    });
     view! {
         <PageTitle title="Dead letters" />
-        <Suspense fallback=|| ()>
+        <Transition fallback=|| ()>
             {move || Suspend::new(async move {
                 let admin = matches!(caller.await, Ok(Some(c)) if c.is_admin());
                 match queues.await {
@@ -197,7 +214,7 @@ pub fn DeadLettersPage() -> impl IntoView {
                     Ok(list) => view! { <QueueCards list manage=admin.then_some(manage) /> }.into_any(),
                 }
             })}
-        </Suspense>
+        </Transition>
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
                 let found = discovered.await.unwrap_or_default();
@@ -219,21 +236,39 @@ pub fn DeadLettersPage() -> impl IntoView {
             view! { <Tabs items=tabs /> <FilterForm q /> }
         }}
         {move || notice.get().map(|m| view! { <p class="mb-2 text-sm text-emerald-700 dark:text-emerald-400" role="status">{m}</p> })}
-        <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+        <Transition fallback=|| ()>
             {move || Suspend::new(async move {
-                let (can_operate, is_admin) = match caller.await {
-                    Ok(Some(c)) => (c.can_operate(), c.is_admin()),
-                    _ => (false, false),
-                };
+                match page.await {
+                    Err(_) => ().into_any(),
+                    Ok(p) => view! { <Summary p q=query.get_untracked() /> }.into_any(),
+                }
+            })}
+        </Transition>
+        // Not refreshed by the tick: an open preview or confirmation stays as it is.
+        <Suspense fallback=|| ()>
+            {move || {
+                let q = query.get();
+                Suspend::new(async move {
+                    let (can_operate, is_admin) = match caller.await {
+                        Ok(Some(c)) => (c.can_operate(), c.is_admin()),
+                        _ => (false, false),
+                    };
+                    can_operate.then(|| view! { <Actions q selected is_admin acted notice /> })
+                })
+            }}
+        </Suspense>
+        <Transition fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let can_operate = matches!(caller.await, Ok(Some(c)) if c.can_operate());
                 match page.await {
                     Err(e) => view! { <ErrorBox err=e /> }.into_any(),
                     Ok(p) => {
                         let paged = after.get_untracked().is_some() || before.get_untracked().is_some();
-                        view! { <Rows p q=query.get_untracked() paged can_operate is_admin acted notice /> }.into_any()
+                        view! { <Rows p q=query.get_untracked() paged can_operate selected /> }.into_any()
                     }
                 }
             })}
-        </Suspense>
+        </Transition>
     }
 }
 
@@ -268,23 +303,9 @@ fn FilterForm(q: DlQuery) -> impl IntoView {
     }
 }
 
+/// What the filter matched: the count, the download, the type facet and the swap hint.
 #[component]
-fn Rows(
-    p: api::DlPage,
-    q: DlQuery,
-    /// Reached through a page cursor (`after` or `before`).
-    paged: bool,
-    can_operate: bool,
-    is_admin: bool,
-    acted: RwSignal<u32>,
-    notice: RwSignal<Option<String>>,
-) -> impl IntoView {
-    let selected = RwSignal::new(std::collections::BTreeSet::<i64>::new());
-    let next = p.next.clone().map(|n| href(&q, Some(n)));
-    let prev = p.prev.clone().map(|c| href_at(&q, ("before", Some(c))));
-    let empty = p.rows.is_empty();
-    // A `before` page that reached the newest rows is the first page already.
-    let first = (paged && (prev.is_some() || empty)).then(|| href(&q, None));
+fn Summary(p: api::DlPage, q: DlQuery) -> impl IntoView {
     view! {
         <div class="flex flex-wrap items-center gap-x-3 gap-y-1 mb-2 text-sm">
             <p data-testid="dl-count"><b>{p.count.clone()}</b>" messages match"</p>
@@ -314,25 +335,52 @@ fn Rows(
                 </p>
             }
         })}
-        {can_operate.then(|| {
-            let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));
-            let q2 = q.clone();
-            let matching = Signal::derive(move || SelectionInput::Filter(q2.clone()));
-            let bar = if q.status.as_deref() == Some("archived") {
-                view! { <bulk::RestoreBar q=q.clone() selected acted notice is_admin /> }.into_any()
-            } else {
-                view! { <bulk::ArchiveBar q=q.clone() selected acted notice /> }.into_any()
-            };
-            view! {
-                {bar}
-                <div class="flex flex-wrap gap-2 mb-3 items-start">
-                    // `r` presses it (app/src/shortcuts.rs).
-                    <div class="contents" data-shortcut="replay"><ReplayPanel selection=picked label="Replay selected…" /></div>
-                    <ReplayPanel selection=matching label="Replay all matching…" />
-                </div>
-            }
-        })}
-        <div class="card overflow-x-auto">
+    }
+}
+
+/// Archive or restore, and replay the picked rows or everything matching.
+#[component]
+fn Actions(
+    q: DlQuery,
+    selected: RwSignal<BTreeSet<i64>>,
+    is_admin: bool,
+    acted: RwSignal<u32>,
+    notice: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let picked = Signal::derive(move || SelectionInput::Ids(selected.get().into_iter().collect()));
+    let q2 = q.clone();
+    let matching = Signal::derive(move || SelectionInput::Filter(q2.clone()));
+    let bar = if q.status.as_deref() == Some("archived") {
+        view! { <bulk::RestoreBar q=q.clone() selected acted notice is_admin /> }.into_any()
+    } else {
+        view! { <bulk::ArchiveBar q=q.clone() selected acted notice /> }.into_any()
+    };
+    view! {
+        {bar}
+        <div class="flex flex-wrap gap-2 mb-3 items-start">
+            // `r` presses it (app/src/shortcuts.rs).
+            <div class="contents" data-shortcut="replay"><ReplayPanel selection=picked label="Replay selected…" /></div>
+            <ReplayPanel selection=matching label="Replay all matching…" />
+        </div>
+    }
+}
+
+#[component]
+fn Rows(
+    p: api::DlPage,
+    q: DlQuery,
+    /// Reached through a page cursor (`after` or `before`).
+    paged: bool,
+    can_operate: bool,
+    selected: RwSignal<BTreeSet<i64>>,
+) -> impl IntoView {
+    let next = p.next.clone().map(|n| href(&q, Some(n)));
+    let prev = p.prev.clone().map(|c| href_at(&q, ("before", Some(c))));
+    let empty = p.rows.is_empty();
+    // A `before` page that reached the newest rows is the first page already.
+    let first = (paged && (prev.is_some() || empty)).then(|| href(&q, None));
+    view! {
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="dl-table">
                 <thead><tr>
                     <th></th><th>"#"</th><th>"DLQ"</th><th>"Origin"</th><th>"Kind"</th><th>"Reason"</th><th>"Error"</th><th>"Body"</th>

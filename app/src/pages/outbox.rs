@@ -135,7 +135,7 @@ fn SourceCards(list: Vec<api::SourceHealthView>, selected: Option<String>) -> im
                             <span class="ml-auto text-xs muted">"pending "{s.pending.clone()}" · stuck "{s.stuck.clone()}" · failed "{s.failed.clone()}</span>
                         </div>
                         <div class="mt-1 text-xs muted">"oldest pending"</div>
-                        <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
+                        <div class="text-2xl font-semibold tabular-nums" class=(["text-red-700", "dark:text-red-400"], late) data-testid="oldest-pending">
                             {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none".into())}
                         </div>
                         <div class="text-xs muted" data-testid="source-relay">{s.relay.clone()}</div>
@@ -200,7 +200,7 @@ fn RowsTable(
         {(can_operate && actionable).then(|| view! {
             <bulk::ActionBar source=source.clone() q=q.clone() selected acted can_archive=p.can_archive notice />
         })}
-        <div class="card overflow-x-auto">
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="outbox-table">
                 <thead><tr>
                     <th></th><th>"Event id"</th><th>"Type"</th><th>"Routing key"</th><th>"Age"</th>

@@ -7,7 +7,7 @@ use crate::format;
 use crate::layout::{ErrorBox, PageTitle, StatusDot};
 use crate::pages::dead_letters::{
     QueueCards,
-    api::{dl_groups, dl_queues},
+    api::{GroupsQuery, dl_groups, dl_queues},
 };
 use crate::pages::outbox::{
     api::outbox_health,
@@ -26,9 +26,10 @@ pub fn OverviewPage() -> impl IntoView {
     let slots = Resource::new(move || tick.get(), |_| outbox_slots());
     let dlqs = Resource::new(move || tick.get(), |_| dl_queues());
     let beats = Resource::new(move || tick.get(), |_| heartbeats());
-    let groups = Resource::new(move || tick.get(), |_| dl_groups(None, None, true));
+    let groups =
+        Resource::new(move || tick.get(), |_| dl_groups(GroupsQuery { only_awaiting: true, ..Default::default() }));
     let section = |title: &'static str| {
-        view! { <h2 class="text-sm font-semibold uppercase tracking-wide text-slate-500 mb-2 mt-5">{title}</h2> }
+        view! { <h2 class="text-sm font-semibold uppercase tracking-wide text-slate-600 dark:text-slate-400 mb-2 mt-5">{title}</h2> }
     };
     view! {
         <PageTitle title="Overview" />
@@ -45,7 +46,7 @@ pub fn OverviewPage() -> impl IntoView {
                                     <a class="card px-3 py-2 block hover:border-violet-400" href=types::routes::outbox_source(&s.source)>
                                         <div class="flex"><span class="font-medium">{s.source.clone()}</span>
                                         <span class="ml-auto text-xs muted">"pending "{s.pending.clone()}" · stuck "{s.stuck.clone()}" · failed "{s.failed.clone()}</span></div>
-                                        <div class="text-2xl font-semibold tabular-nums" class=("text-red-600", late) data-testid="oldest-pending">
+                                        <div class="text-2xl font-semibold tabular-nums" class=(["text-red-700", "dark:text-red-400"], late) data-testid="oldest-pending">
                                             {s.oldest_pending_secs.map(format::age_secs).unwrap_or_else(|| "none pending".into())}
                                         </div>
                         <div class="text-xs muted" data-testid="source-relay">{s.relay.clone()}</div>
@@ -150,7 +151,7 @@ pub fn OverviewPage() -> impl IntoView {
                                             <div class="flex items-center gap-2 font-medium">
                                                 <StatusDot ok=d.ok />
                                                 <span>{d.name.clone()}</span>
-                                                <span class="ml-auto text-xs" class=("text-emerald-600", d.ok) class=("text-red-600", !d.ok)>
+                                                <span class="ml-auto text-xs" class=(["text-emerald-700", "dark:text-emerald-400"], d.ok) class=(["text-red-700", "dark:text-red-400"], !d.ok)>
                                                     {if d.ok { "reachable" } else { "unreachable" }}
                                                 </span>
                                             </div>

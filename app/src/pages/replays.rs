@@ -48,7 +48,7 @@ pub fn ReplaysPage() -> impl IntoView {
                     Ok(list) => {
                         let empty = list.is_empty();
                         view! {
-                            <div class="card overflow-x-auto">
+                            <div tabindex="0" class="card overflow-x-auto">
                                 <table class="tbl" data-testid="plans">
                                     <thead><tr><th>"Plan"</th><th>"Status"</th><th>"Progress"</th><th>"Target"</th><th>"Rate"</th><th>"Starts"</th><th>"By"</th></tr></thead>
                                     <tbody>

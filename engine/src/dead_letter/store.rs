@@ -374,6 +374,9 @@ pub struct GroupFilter {
     pub reason: Option<String>,
     /// Only groups with at least one message awaiting triage.
     pub only_awaiting: bool,
+    /// Only groups of this AMQP `type` (part of the group key).
+    #[serde(default)]
+    pub msg_type: Option<String>,
 }
 
 /// Failure groups, most recently seen first, each with its count of awaiting messages (kept
@@ -386,6 +389,38 @@ pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Res
          FROM failure_groups g
          WHERE true",
     );
+    push_group_conditions(&mut q, f);
+    if let Some(v) = &f.msg_type {
+        q.push(" AND g.msg_type = ").push_bind(v.clone());
+    }
+    q.push(if f.dlq.is_some() { " ORDER BY g.awaiting DESC, " } else { " ORDER BY " });
+    q.push("g.last_seen DESC, g.id DESC LIMIT ").push_bind(limit.clamp(1, 1000));
+    Ok(q.build_query_as().fetch_all(db).await?)
+}
+
+/// The message types among the groups `f` selects (its own type aside, so every type stays
+/// offered): per type, how many groups and how many of their messages await triage, most
+/// awaiting first. `None` is the groups of messages without a type.
+pub async fn group_type_counts(db: impl PgExecutor<'_>, f: &GroupFilter) -> Result<Vec<GroupTypeCount>, StoreError> {
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT g.msg_type, count(*) AS groups, coalesce(sum(g.awaiting), 0)::bigint AS awaiting
+         FROM failure_groups g WHERE true",
+    );
+    push_group_conditions(&mut q, f);
+    q.push(" GROUP BY 1 ORDER BY 3 DESC, 2 DESC, 1 LIMIT 50");
+    Ok(q.build_query_as().persistent(false).fetch_all(db).await?)
+}
+
+/// One line of [`group_type_counts`].
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct GroupTypeCount {
+    pub msg_type: Option<String>,
+    pub groups: i64,
+    pub awaiting: i64,
+}
+
+/// `f`'s conditions on `failure_groups g`, all but its message type.
+fn push_group_conditions(q: &mut QueryBuilder<Postgres>, f: &GroupFilter) {
     if let Some(v) = &f.original_queue {
         q.push(" AND g.original_queue = ").push_bind(v.clone());
     }
@@ -400,9 +435,6 @@ pub async fn groups(db: impl PgExecutor<'_>, f: &GroupFilter, limit: i64) -> Res
     if f.only_awaiting {
         q.push(" AND g.awaiting > 0");
     }
-    q.push(if f.dlq.is_some() { " ORDER BY g.awaiting DESC, " } else { " ORDER BY " });
-    q.push("g.last_seen DESC, g.id DESC LIMIT ").push_bind(limit.clamp(1, 1000));
-    Ok(q.build_query_as().fetch_all(db).await?)
 }
 
 /// One failure group, for its page: the group, the DLQs its messages were read from, and the

@@ -242,3 +242,39 @@ async fn the_list_filters_by_type_and_shape_and_counts_types() {
     let searching = ListFilter { body_contains: Some(b"pix".to_vec()), ..Default::default() };
     assert_eq!(store::type_counts(&db.pool, &searching, 8).await.unwrap(), None, "no facet over a body search");
 }
+
+#[tokio::test]
+async fn the_groups_filter_by_type_and_count_their_types() {
+    use engine::dead_letter::store::{self, GroupFilter, GroupTypeCount};
+    let db = engine::testing::fresh_db().await;
+    let mut rows: Vec<NewDeadLetter> = (0..4)
+        .map(|i| NewDeadLetter::new(rejected("pagamentos.processar", Some("processar_pagamento"), &pagamento(i))))
+        .collect();
+    rows.extend(
+        (0..3)
+            .map(|i| NewDeadLetter::new(rejected("pagamentos.processar", Some("notificar_cliente"), &notificacao(i)))),
+    );
+    rows.extend((0..2).map(|i| NewDeadLetter::new(rejected("outra.fila", None, &notificacao(i)))));
+    insert_committed(&db.pool, &rows).await.unwrap();
+    let typed = GroupFilter { msg_type: Some("notificar_cliente".into()), ..Default::default() };
+    let got = store::groups(&db.pool, &typed, 10).await.unwrap();
+    assert_eq!(
+        got.iter().map(|g| (g.msg_type.as_deref(), g.count)).collect::<Vec<_>>(),
+        vec![(Some("notificar_cliente"), 3)]
+    );
+    let line = |t: Option<&str>, groups, awaiting| GroupTypeCount { msg_type: t.map(Into::into), groups, awaiting };
+    // The facet ignores the type narrowed to: every type stays offered.
+    assert_eq!(
+        store::group_type_counts(&db.pool, &typed).await.unwrap(),
+        vec![line(Some("processar_pagamento"), 1, 4), line(Some("notificar_cliente"), 1, 3), line(None, 1, 2)]
+    );
+    let one_queue = GroupFilter { original_queue: Some("outra.fila".into()), ..Default::default() };
+    assert_eq!(store::group_type_counts(&db.pool, &one_queue).await.unwrap(), vec![line(None, 1, 2)]);
+    // Archived messages leave their group's awaiting count, and `only_awaiting` drops the group.
+    sqlx::query("UPDATE dead_letters SET status = 'archived' WHERE msg_type IS NULL").execute(&db.pool).await.unwrap();
+    let awaiting = GroupFilter { only_awaiting: true, ..Default::default() };
+    assert_eq!(
+        store::group_type_counts(&db.pool, &awaiting).await.unwrap(),
+        vec![line(Some("processar_pagamento"), 1, 4), line(Some("notificar_cliente"), 1, 3)]
+    );
+}

@@ -143,7 +143,7 @@ fn History(page: HistoryPage, id: String, paged: bool) -> impl IntoView {
     let empty = page.events.is_empty();
     let older = page.older.map(|b| format!("/alerts/{id}?before={b}"));
     view! {
-        <div class="card overflow-x-auto">
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="rule-history">
                 <thead><tr>
                     <th>"At"</th><th>"Transition"</th><th>"Severity"</th><th class="text-right">"Value"</th>
@@ -178,7 +178,7 @@ fn History(page: HistoryPage, id: String, paged: bool) -> impl IntoView {
 fn Deliveries(rows: Vec<DeliveryView>) -> impl IntoView {
     let empty = rows.is_empty();
     view! {
-        <div class="card overflow-x-auto">
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="rule-deliveries">
                 <thead><tr>
                     <th>"Attempted"</th><th>"Alert"</th><th class="text-right">"Attempt"</th><th>"Outcome"</th>

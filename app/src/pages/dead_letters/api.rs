@@ -345,14 +345,35 @@ pub async fn dl_management_ui() -> Result<Option<types::routes::ManagementUi>, A
     Ok(engine::management::ui_for_dead_letters(&state.settings))
 }
 
+/// Which failure groups a list shows; `msg_type` narrows to one message type.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GroupsQuery {
+    pub queue: Option<String>,
+    pub dlq: Option<String>,
+    pub only_awaiting: bool,
+    #[serde(default)]
+    pub msg_type: Option<String>,
+}
+
 #[server(prefix = "/api", endpoint = "dead-letters/groups")]
-pub async fn dl_groups(
-    queue: Option<String>,
-    dlq: Option<String>,
-    only_awaiting: bool,
-) -> Result<Vec<GroupView>, AppError> {
+pub async fn dl_groups(q: GroupsQuery) -> Result<Vec<GroupView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
-    server::groups(queue, dlq, only_awaiting).await
+    server::groups(q).await
+}
+
+/// One message type among the groups a list shows (all types, whichever one it narrows to).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GroupTypeView {
+    /// None: messages without a type.
+    pub msg_type: Option<String>,
+    pub groups: i64,
+    pub awaiting: i64,
+}
+
+#[server(prefix = "/api", endpoint = "dead-letters/group-types")]
+pub async fn dl_group_types(q: GroupsQuery) -> Result<Vec<GroupTypeView>, AppError> {
+    crate::guard::require(engine::auth::Role::Viewer)?;
+    server::group_types(q).await
 }
 
 /// One failure group's page: what its messages share, where they were read, a sample.

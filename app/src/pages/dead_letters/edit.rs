@@ -114,7 +114,7 @@ fn EditDiff(e: EditView) -> impl IntoView {
             <p>{who}<Time at />{e.note.map(|n| view! { <span class="muted">" — "{n}</span> })}</p>
             <p class="muted" data-testid="body-summary">{e.body_summary}</p>
             {has_lines.then(|| view! {
-                <div class="font-mono text-xs whitespace-pre-wrap break-all border border-slate-200 dark:border-slate-800 rounded max-h-96 overflow-auto" data-testid="body-diff">
+                <div class="font-mono text-xs whitespace-pre-wrap break-all border border-slate-200 dark:border-slate-800 rounded max-h-96 overflow-auto" tabindex="0" data-testid="body-diff">
                     {lines.into_iter().map(|l| {
                         let (class, mark) = match l.kind.as_str() {
                             "removed" => ("px-1 bg-red-100 text-red-900 dark:bg-red-950 dark:text-red-200", "- "),

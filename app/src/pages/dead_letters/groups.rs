@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use super::api::{dl_group, dl_groups, dl_management_ui};
+use super::api::{GroupTypeView, GroupsQuery, dl_group, dl_group_types, dl_groups, dl_management_ui};
 use crate::auth::whoami;
 use crate::format;
 use crate::layout::{ErrorBox, PageTitle};
@@ -15,8 +15,17 @@ use crate::widgets::{BrokerLink, Pill, Time};
 #[component]
 pub fn GroupsPage() -> impl IntoView {
     let params = use_query_map();
-    let key = move || params.with(|m| (m.get("queue"), m.get("dlq"), m.get("all").is_none()));
-    let groups = Resource::new(key, |(queue, dlq, only_awaiting)| dl_groups(queue, dlq, only_awaiting));
+    let query = Memo::new(move |_| {
+        params.with(|m| GroupsQuery {
+            queue: m.get("queue"),
+            dlq: m.get("dlq"),
+            only_awaiting: m.get("all").is_none(),
+            msg_type: m.get("type").filter(|t| !t.is_empty()),
+        })
+    });
+    let groups = Resource::new(move || query.get(), dl_groups);
+    // The facet ignores the type narrowed to, so every type stays one click away.
+    let types = Resource::new(move || GroupsQuery { msg_type: None, ..query.get() }, dl_group_types);
     let dlq = move || params.with(|m| m.get("dlq").filter(|d| !d.is_empty()));
     let broker = Resource::new(|| (), |_| dl_management_ui());
     view! {
@@ -40,8 +49,14 @@ pub fn GroupsPage() -> impl IntoView {
         <p class="text-sm mb-3">
             <a class="underline" href="/dead-letters">"← dead letters"</a>
             " · grouped by original queue, reason, error type and normalised message, message type and, when no error is known, body shape: two kinds of message are never one group. "
-            <a class="underline" href="/dead-letters/groups?all=1">"include groups with nothing awaiting"</a>
+            <a class="underline" href=move || groups_href(&GroupsQuery { only_awaiting: false, ..query.get() })>"include groups with nothing awaiting"</a>
         </p>
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let list = types.await.unwrap_or_default();
+                view! { <TypeFacet list q=query.get_untracked() /> }
+            })}
+        </Suspense>
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match groups.await {
@@ -49,7 +64,7 @@ pub fn GroupsPage() -> impl IntoView {
                     Ok(list) => {
                         let empty = list.is_empty();
                         view! {
-                            <div class="card overflow-x-auto">
+                            <div tabindex="0" class="card overflow-x-auto">
                                 <table class="tbl" data-testid="groups-table">
                                     <thead><tr><th>"Group"</th><th>"Queue"</th><th>"Reason"</th><th>"Error"</th><th>"Kind"</th><th>"Awaiting"</th><th>"Total"</th><th>"Last seen"</th><th>"First seen"</th></tr></thead>
                                     <tbody>
@@ -81,6 +96,45 @@ pub fn GroupsPage() -> impl IntoView {
             })}
         </Suspense>
     }
+}
+
+/// The groups page's address for `q`.
+fn groups_href(q: &GroupsQuery) -> String {
+    let pairs = [
+        ("queue", q.queue.clone()),
+        ("dlq", q.dlq.clone()),
+        ("all", (!q.only_awaiting).then(|| "1".to_string())),
+        ("type", q.msg_type.clone()),
+    ];
+    format!("/dead-letters/groups{}", crate::widgets::query_string(&pairs))
+}
+
+/// The message types among the listed groups, each narrowing the list to it: how many groups
+/// and how many messages awaiting triage.
+#[component]
+fn TypeFacet(list: Vec<GroupTypeView>, q: GroupsQuery) -> impl IntoView {
+    let narrowed = q.msg_type.clone();
+    (list.len() > 1 || narrowed.is_some()).then(|| view! {
+        <p class="text-xs mb-2 flex flex-wrap gap-x-3 gap-y-1 items-baseline" data-testid="group-types">
+            <span class="muted">"Types:"</span>
+            {list.into_iter().map(|t| {
+                let counts = format!(" · {} {}, {} awaiting", t.groups, if t.groups == 1 { "group" } else { "groups" }, t.awaiting);
+                let name = t.msg_type.clone().unwrap_or_else(|| "no type".into());
+                match t.msg_type {
+                    Some(ty) if narrowed.as_deref() != Some(ty.as_str()) => view! {
+                        <a class="underline" href=groups_href(&GroupsQuery { msg_type: Some(ty.clone()), ..q.clone() })>
+                            <span class="font-mono">{name}</span>{counts}
+                        </a>
+                    }.into_any(),
+                    Some(_) => view! { <b aria-current="true"><span class="font-mono">{name}</span>{counts}</b> }.into_any(),
+                    None => view! { <span class="muted">{name}{counts}</span> }.into_any(),
+                }
+            }).collect_view()}
+            {narrowed.is_some().then(|| view! {
+                <a class="underline" href=groups_href(&GroupsQuery { msg_type: None, ..q.clone() })>"all types"</a>
+            })}
+        </p>
+    })
 }
 
 /// One failure group: what its messages share, where they were read, a sample of bodies, and

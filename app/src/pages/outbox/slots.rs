@@ -121,7 +121,7 @@ fn SlotTable(slots: Vec<SlotView>, is_admin: bool, dropped: ServerAction<OutboxS
                                 <td>{s.source.clone()}</td>
                                 <td>{s.plugin.clone()}</td>
                                 <td>{match s.reader { Some(pid) => format!("backend {pid}"), None => "nobody".into() }}</td>
-                                <td class="tabular-nums" class=("text-red-600", abandoned) data-testid="slot-retained">{format::bytes(s.retained_bytes)}</td>
+                                <td class="tabular-nums" class=(["text-red-700", "dark:text-red-400"], abandoned) data-testid="slot-retained">{format::bytes(s.retained_bytes)}</td>
                                 <td data-testid="slot-state">
                                     {if abandoned { "nobody reads it: it is filling the disk".to_string() } else { s.wal_status.clone() }}
                                 </td>
@@ -168,7 +168,7 @@ pub fn AbandonedSlots(slots: Vec<SlotView>) -> impl IntoView {
                             "Replication slot "<span class="font-mono">{s.name.clone()}</span>" ("{s.source.clone()}")"
                         </a>
                         ": nobody reads it; it holds back "
-                        <b class="text-red-600">{format::bytes(s.retained_bytes)}</b>
+                        <b class="text-red-700 dark:text-red-400">{format::bytes(s.retained_bytes)}</b>
                         " of write-ahead log, growing until the disk is full."
                     </div>
                 }).collect_view()}

@@ -109,7 +109,7 @@ pub fn PlanPage() -> impl IntoView {
                                 })}
                             </div>
                             <crate::widgets::Tabs items=tabs />
-                            <div class="card overflow-x-auto">
+                            <div tabindex="0" class="card overflow-x-auto">
                                 <table class="tbl" data-testid="plan-items">
                                     <thead><tr><th>"#"</th><th>"Dead letter"</th><th>"To"</th><th>"Status"</th><th>"Error"</th></tr></thead>
                                     <tbody>

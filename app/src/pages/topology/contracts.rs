@@ -26,7 +26,7 @@ pub fn Contracts(
     });
     let empty = list.contracts.is_empty();
     view! {
-        <div class="card overflow-x-auto mb-3">
+        <div tabindex="0" class="card overflow-x-auto mb-3">
             <table class="tbl" data-testid="topology-contracts">
                 <thead><tr>
                     <th>"Pattern"</th><th>"Level"</th><th>"Set in"</th><th>"Note"</th><th>"By"</th><th></th>

@@ -152,7 +152,7 @@ const COLUMNS: usize = 7;
 fn Queues(queues: Vec<QueueView>, manage: Option<Manage>, broker: Option<ManagementUi>) -> impl IntoView {
     let empty = queues.is_empty();
     view! {
-        <div class="card overflow-x-auto">
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="topology-queues">
                 <thead><tr>
                     <th>"Queue"</th><th>"Contract"</th><th>"Role"</th><th class="text-right">"Consumers"</th>
@@ -242,7 +242,7 @@ fn QueueRows(q: QueueView, manage: Option<Manage>, link: Option<String>) -> impl
 #[component]
 fn Exchanges(list: Vec<ExchangeView>, ok: usize) -> impl IntoView {
     view! {
-        <div class="card overflow-x-auto">
+        <div tabindex="0" class="card overflow-x-auto">
             <table class="tbl" data-testid="topology-exchanges">
                 <thead><tr><th>"Exchange"</th><th>"Checks"</th></tr></thead>
                 <tbody>

@@ -178,19 +178,34 @@ fn group_view(g: engine::dead_letter::model::FailureGroup, now: chrono::DateTime
     }
 }
 
-pub async fn groups(
-    queue: Option<String>,
-    dlq: Option<String>,
-    only_awaiting: bool,
-) -> Result<Vec<GroupView>, AppError> {
+fn group_filter(q: &GroupsQuery) -> store::GroupFilter {
+    store::GroupFilter {
+        original_queue: clean(&q.queue),
+        dlq: clean(&q.dlq),
+        reason: None,
+        only_awaiting: q.only_awaiting,
+        msg_type: clean(&q.msg_type),
+    }
+}
+
+pub async fn groups(q: GroupsQuery) -> Result<Vec<GroupView>, AppError> {
     let state = crate::state::app_state()?;
-    let f = store::GroupFilter { original_queue: clean(&queue), dlq: clean(&dlq), reason: None, only_awaiting };
     let now = Utc::now();
-    Ok(store::groups(&state.pool, &f, 200)
+    Ok(store::groups(&state.pool, &group_filter(&q), 200)
         .await
         .map_err(AppError::internal)?
         .into_iter()
         .map(|g| group_view(g, now))
+        .collect())
+}
+
+pub async fn group_types(q: GroupsQuery) -> Result<Vec<GroupTypeView>, AppError> {
+    let state = crate::state::app_state()?;
+    Ok(store::group_type_counts(&state.pool, &group_filter(&q))
+        .await
+        .map_err(AppError::internal)?
+        .into_iter()
+        .map(|t| GroupTypeView { msg_type: t.msg_type, groups: t.groups, awaiting: t.awaiting })
         .collect())
 }
 
