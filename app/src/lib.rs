@@ -35,6 +35,7 @@ use crate::pages::{
     dead_letters::{
         DeadLettersPage,
         detail::DeadLetterPage,
+        group_replay::GroupReplayPage,
         groups::{GroupPage, GroupsPage},
     },
     login::LoginPage,
@@ -114,6 +115,16 @@ pub fn App() -> impl IntoView {
                     <Route
                         path=(StaticSegment(seg::DEAD_LETTERS), StaticSegment(seg::GROUPS), ParamSegment("id"))
                         view=GroupPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(
+                            StaticSegment(seg::DEAD_LETTERS),
+                            StaticSegment(seg::GROUPS),
+                            ParamSegment("id"),
+                            StaticSegment(seg::REPLAY),
+                        )
+                        view=GroupReplayPage
                         ssr=SsrMode::Async
                     />
                     <Route

@@ -22,6 +22,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("broker/blocked", AtLeast(Viewer)),
     ("replay/preview", AtLeast(Operator)),
     ("replay/create", AtLeast(Operator)),
+    ("replay/group", AtLeast(Operator)),
     ("replay/list", AtLeast(Viewer)),
     ("replay/get", AtLeast(Viewer)),
     ("replay/control", AtLeast(Operator)),

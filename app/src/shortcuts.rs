@@ -89,7 +89,7 @@ fn on_key(ev: &web_sys::KeyboardEvent, open: RwSignal<bool>) {
         "k" => browser::move_focus(-1),
         "x" => browser::click_in_row("input[type=checkbox]"),
         "Enter" => browser::click_in_row("a[href]"),
-        "r" => browser::press(browser::first("main [data-shortcut=replay] button")),
+        "r" => browser::press(browser::first("main [data-shortcut=replay] :is(button, [role=button])")),
         _ => false,
     };
     if handled {

@@ -55,6 +55,7 @@ test("every page passes axe-core's WCAG 2 A/AA checks in light and dark", async 
     ["/dead-letters", "the dead letters list"],
     ["/dead-letters/groups", "the failure groups"],
     [`/dead-letters/groups/${group}`, "a failure group"],
+    [`/dead-letters/groups/${group}/replay`, "a failure group's replay page"],
     [`/dead-letters/${dl}`, "a dead letter"],
     ["/outbox", "the outbox"],
     [`/outbox/revenant/${row}`, "an outbox row"],

@@ -29,12 +29,12 @@ pub fn router(state: ServerState) -> Router {
     let app_state = state.app.clone();
     let context = move || provide_context(app_state.clone());
     let leptos = state.leptos.clone();
-    // The bundles as `scripts/build` left them, with the `.gz` beside each sent instead to a
-    // browser that accepts gzip: compressed once at build time, never per request (which
-    // delayed hydration on a busy machine; docs/ARCHITECTURE.md).
+    // The bundles as `scripts/build` left them, with the `.br` or `.gz` beside each sent
+    // instead to a browser that accepts it: compressed once at build time, never per request
+    // (which delayed hydration on a busy machine; docs/ARCHITECTURE.md).
     let pkg = std::path::Path::new(&*leptos.site_root).join(&*leptos.site_pkg_dir);
     Router::new()
-        .nest_service(&format!("/{}", leptos.site_pkg_dir), ServeDir::new(pkg).precompressed_gzip())
+        .nest_service(&format!("/{}", leptos.site_pkg_dir), ServeDir::new(pkg).precompressed_br().precompressed_gzip())
         .route("/healthz", get(crate::probes::healthz))
         .route("/readyz", get(crate::probes::readyz))
         .route("/metrics", get(crate::probes::metrics))

@@ -23,6 +23,9 @@ pub mod seg {
     pub const GROUPS: &str = "groups";
     /// Under `DEAD_LETTERS` (the filtered list) and under one dead letter: an NDJSON download.
     pub const EXPORT: &str = "export.ndjson";
+    /// Under one failure group: its replay to the origin queue as a page and a form, usable
+    /// before the page's script has loaded.
+    pub const REPLAY: &str = "replay";
 }
 
 use seg::*;
@@ -46,6 +49,11 @@ pub fn failure_groups(dlq: Option<&str>) -> String {
 /// A failure group's own page.
 pub fn failure_group(id: i64) -> String {
     format!("/{DEAD_LETTERS}/{GROUPS}/{id}")
+}
+
+/// A failure group's replay to its origin queue, previewed on a page of its own.
+pub fn group_replay(id: i64) -> String {
+    format!("/{DEAD_LETTERS}/{GROUPS}/{id}/{REPLAY}")
 }
 
 /// A DLQ's dead letters awaiting triage.

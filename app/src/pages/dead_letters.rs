@@ -6,6 +6,7 @@ mod breakdown;
 mod bulk;
 pub mod detail;
 mod edit;
+pub mod group_replay;
 pub mod groups;
 pub mod inflow_chart;
 pub mod watch;

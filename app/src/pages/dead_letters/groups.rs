@@ -196,7 +196,8 @@ pub fn GroupPage() -> impl IntoView {
                             <super::breakdown::BreakdownCard b=p.breakdown.clone() no_error=g.error_type.is_none() group=g.id />
                             {(can_operate && g.awaiting > 0).then(|| view! {
                                 <div class="mb-3" data-testid="group-replay" data-shortcut="replay">
-                                    <ReplayPanel selection label=label origin=origin.clone().unwrap_or_default() preview_on_open=true />
+                                    <ReplayPanel selection label=label origin=origin.clone().unwrap_or_default() preview_on_open=true
+                                        href=types::routes::group_replay(gid) />
                                 </div>
                             })}
                             <h2 class="text-sm font-semibold mb-1">"Newest bodies awaiting triage"</h2>

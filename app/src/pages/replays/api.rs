@@ -139,6 +139,81 @@ pub async fn replay_create(
     server::create(&who, selection, target, options).await
 }
 
+/// A failure group's awaiting messages to their origin queue, from a plain HTML form (the
+/// group's replay page works before its script loads): on success the browser goes to the
+/// plan's page; when refused, back to the preview with why, in a word (`refused=`).
+#[server(prefix = "/api", endpoint = "replay/group")]
+pub async fn replay_group(group: i64, rate: String, confirm_count: String) -> Result<i64, AppError> {
+    let who = crate::guard::require(engine::auth::Role::Operator)?;
+    let selection = SelectionInput::Filter(crate::pages::dead_letters::api::DlQuery {
+        group: Some(group.to_string()),
+        ..Default::default()
+    });
+    let target = TargetInput { mode: "origin".into(), ..Default::default() };
+    let options = PlanOptions {
+        rate_per_sec: rate,
+        auto_pause_percent: DEFAULT_AUTO_PAUSE_PERCENT.into(),
+        confirm_count,
+        ..Default::default()
+    };
+    let created = server::create(&who, selection, target, options).await;
+    let to = match &created {
+        Ok(id) => types::routes::replay_plan(*id),
+        Err(e) => format!("{}?refused={}", types::routes::group_replay(group), Refused::of(e).word()),
+    };
+    leptos_axum::redirect(&to);
+    created
+}
+
+/// The auto-pause share the planner starts with: a plan pauses when this many percent of
+/// what it sent die again.
+pub const DEFAULT_AUTO_PAUSE_PERCENT: &str = "50";
+
+/// Why a plan from a form was not created, as the page that shows it says it; a word in the
+/// address, so a crafted link can only pick one of these sentences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The set changed since the preview (the typed count no longer matches).
+    Changed,
+    /// Nothing awaits triage any more, or the typed count was missing or wrong.
+    Invalid,
+    Failed,
+}
+
+impl Refused {
+    pub fn of(e: &AppError) -> Self {
+        match e {
+            AppError::Conflict(_) => Refused::Changed,
+            AppError::Invalid(_) => Refused::Invalid,
+            _ => Refused::Failed,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Refused::Changed => "changed",
+            Refused::Invalid => "invalid",
+            Refused::Failed => "failed",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        [Refused::Changed, Refused::Invalid, Refused::Failed].into_iter().find(|r| r.word() == word)
+    }
+
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Refused::Changed => {
+                "Not created: the group changed since that preview (messages arrived or were triaged). The preview below is current: check it and replay again."
+            }
+            Refused::Invalid => {
+                "Not created: nothing of this group awaits triage any more, or the typed count did not match. The preview below is current."
+            }
+            Refused::Failed => "Not created: the server could not create the plan (its log says why). Try again.",
+        }
+    }
+}
+
 #[server(prefix = "/api", endpoint = "replay/list")]
 pub async fn replay_list() -> Result<Vec<PlanView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
@@ -174,4 +249,20 @@ pub async fn replay_control(id: i64, action: String) -> Result<PlanView, AppErro
 pub async fn dl_story(id: i64) -> Result<Vec<StoryView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     server::story(id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_travels_as_a_word_and_reads_back_and_nothing_else_does() {
+        for r in [Refused::Changed, Refused::Invalid, Refused::Failed] {
+            assert_eq!(Refused::parse(r.word()), Some(r));
+        }
+        assert_eq!(Refused::parse("<script>"), None);
+        assert_eq!(Refused::of(&AppError::Conflict("now 5".into())), Refused::Changed);
+        assert_eq!(Refused::of(&AppError::Invalid("nothing to replay".into())), Refused::Invalid);
+        assert_eq!(Refused::of(&AppError::Internal), Refused::Failed);
+    }
 }

@@ -20,6 +20,11 @@ pub fn ReplayPanel(
     /// Opening the panel also runs the preview (the group page's primary button).
     #[prop(optional)]
     preview_on_open: bool,
+    /// Where the button leads before the page's script has loaded: a link to a page that
+    /// does the same without it (`types::routes::group_replay`). Once hydrated, it opens the
+    /// panel in place.
+    #[prop(optional)]
+    href: Option<String>,
 ) -> impl IntoView {
     let open = RwSignal::new(false);
     let mode = RwSignal::new("origin".to_string());
@@ -31,7 +36,7 @@ pub fn ReplayPanel(
     // none, plan, routing_key or header (then `order_header` names it).
     let order = RwSignal::new("none".to_string());
     let order_header = RwSignal::new(String::new());
-    let auto_pause = RwSignal::new("50".to_string());
+    let auto_pause = RwSignal::new(super::api::DEFAULT_AUTO_PAUSE_PERCENT.to_string());
     let typed = RwSignal::new(String::new());
     let preview = ServerAction::<ReplayPreview>::new();
     let create = ServerAction::<ReplayCreate>::new();
@@ -61,13 +66,25 @@ pub fn ReplayPanel(
             <input class=format!("input {width}") aria-label=name prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
         }
     };
+    let toggle = move || {
+        open.update(|o| *o = !*o);
+        if preview_on_open && open.get_untracked() {
+            preview.dispatch(ReplayPreview { selection: selection.get_untracked(), target: target() });
+        }
+    };
+    let class = if preview_on_open { "btn btn-primary" } else { "btn" };
+    let trigger = match href {
+        Some(href) => view! {
+            <a class=class href=href role="button" on:click=move |ev| {
+                ev.prevent_default();
+                toggle();
+            }>{label}</a>
+        }
+        .into_any(),
+        None => view! { <button class=class on:click=move |_| toggle()>{label}</button> }.into_any(),
+    };
     view! {
-        <button class=if preview_on_open { "btn btn-primary" } else { "btn" } on:click=move |_| {
-            open.update(|o| *o = !*o);
-            if preview_on_open && open.get_untracked() {
-                preview.dispatch(ReplayPreview { selection: selection.get_untracked(), target: target() });
-            }
-        }>{label}</button>
+        {trigger}
         <Show when=move || open.get()>
             <div class="card p-3 my-2 w-full text-sm flex flex-col gap-2" data-testid="replay-panel">
                 <div class="flex flex-wrap gap-3 items-center">
