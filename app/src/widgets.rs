@@ -58,15 +58,31 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
 }
 
 /// A counter that goes up every `every` in the browser (never on the server): resources keyed
-/// on it refetch, which is how live pages refresh. The interval stops with the component.
+/// on it refetch, which is how live pages refresh. A tab in the background does not poll; when
+/// it is shown again it goes up at once, so what the engineer comes back to is current. The
+/// interval and the listener stop with the component.
 pub fn use_tick(every: std::time::Duration) -> RwSignal<u32> {
     let tick = RwSignal::new(0u32);
     Effect::new(move |_| {
-        let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), every);
+        let handle = set_interval_with_handle(
+            move || {
+                if !document().hidden() {
+                    tick.update(|t| *t += 1);
+                }
+            },
+            every,
+        );
+        // `visibilitychange` is fired at the document and bubbles to the window.
+        let shown = window_event_listener_untyped("visibilitychange", move |_| {
+            if !document().hidden() {
+                tick.update(|t| *t += 1);
+            }
+        });
         on_cleanup(move || {
             if let Ok(h) = handle {
                 h.clear();
             }
+            shown.remove();
         });
     });
     tick

@@ -48,3 +48,43 @@ test("the dead letters list shows new arrivals on its own, keeping the selection
   await expect(page.getByTestId("dl-count")).toContainText("32 messages match", { timeout: 40_000 });
   await expect(panel.getByTestId("preview-count")).toHaveText("1");
 });
+
+// A tab in the background does not poll; shown again, it refreshes at once rather than at the
+// next tick. (The test hides the page the way the browser says so: `document.hidden` and a
+// `visibilitychange` event.)
+test("a hidden tab stops refreshing the list, and shown again refreshes it at once", async ({ page }) => {
+  const tag = `hidden-${Date.now()}`;
+  const send = (i: number) =>
+    publish("e2e.work", JSON.stringify({ tag, i }), { message_id: `${tag}-${i}`, type: "e2e_hidden", expiration: "1" });
+  await send(0);
+  await expect(async () => {
+    expect(sql(`SELECT count(*) FROM revenant.dead_letters WHERE message_id LIKE '${tag}-%'`)).toBe("1");
+  }).toPass({ timeout: 30_000 });
+  await signIn(page, "operator");
+  await page.goto(`/dead-letters?body=${tag}`, { waitUntil: "networkidle" });
+  await expect(page.getByTestId("dl-count")).toContainText("1 messages match");
+  let listCalls = 0;
+  page.on("request", (r) => {
+    if (r.url().includes("/api/dead-letters/list")) listCalls++;
+  });
+  const visibility = (hidden: boolean) =>
+    page.evaluate((h) => {
+      Object.defineProperty(document, "hidden", { configurable: true, get: () => h });
+      Object.defineProperty(document, "visibilityState", { configurable: true, get: () => (h ? "hidden" : "visible") });
+      document.dispatchEvent(new Event("visibilitychange", { bubbles: true }));
+    }, hidden);
+
+  await visibility(true);
+  listCalls = 0;
+  await send(1);
+  // Longer than a tick (10 s): nothing asked while hidden, the page still shows 1.
+  await page.waitForTimeout(13_000);
+  expect(listCalls).toBe(0);
+  await expect(page.getByTestId("dl-count")).toContainText("1 messages match");
+  expect(sql(`SELECT count(*) FROM revenant.dead_letters WHERE message_id LIKE '${tag}-%'`)).toBe("2");
+
+  // Shown again: the list asks at once and shows the second.
+  await visibility(false);
+  await expect(page.getByTestId("dl-count")).toContainText("2 messages match", { timeout: 3_000 });
+  expect(listCalls).toBeGreaterThan(0);
+});
