@@ -9,6 +9,9 @@ mod next;
 pub use api::*;
 pub use next::safe_next;
 
+/// What `whoami` answers: the signed-in caller, or None; the type of a page's `caller` resource.
+pub type CallerAnswer = Result<Option<Caller>, crate::error::AppError>;
+
 pub const SESSION_COOKIE: &str = "revenant_session";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -129,15 +129,29 @@ async fn new_db(migrated: bool) -> TestDb {
     };
     let name = format!("revenant_t_{}", uuid::Uuid::new_v4().simple());
     // Runtime-checked: CREATE DATABASE of a name made at run time.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"{from}")))
-        .execute(&mut conn)
-        .await
-        .expect("create test database");
+    let create = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"{from}"))).execute(&mut conn);
+    match tokio::time::timeout(CREATE_WITHIN, create).await {
+        Ok(done) => {
+            done.expect("create test database");
+        }
+        Err(_) => panic!("creating {name} took over {CREATE_WITHIN:?}. Waiting: {}", waits(&admin).await),
+    }
     let _ = conn.close().await;
     let url = with_db(&admin, &name);
     let pool = crate::db::connect(&url, 10).await.expect("connect to test database");
     TestDb { pool, url, name }
 }
+
+/// How long a test database's creation may take before the test fails saying what the
+/// cluster waits on.
+const CREATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How long a test database's drop may take. `DROP DATABASE` waits for every backend of the
+/// cluster to let go of the database's files (a checkpoint and a signal barrier), so one
+/// backend stuck writing to a client that no longer reads holds up every drop: past this, the
+/// database is left to the next run's sweep rather than holding the test, and what the
+/// cluster was waiting on is printed.
+const DROP_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Drop for TestDb {
     /// Drops the database, also when the test failed: on a thread of its own (a drop cannot
@@ -151,15 +165,43 @@ impl Drop for TestDb {
         let dropped = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             rt.block_on(async {
-                let mut conn = PgConnection::connect(&admin).await.ok()?;
-                // Runtime-checked: DROP DATABASE of a name made at run time.
-                crate::outbox::logical::slots::drop_all_of(&mut conn, &name).await;
-                let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.ok()
+                let drop = async {
+                    let mut conn = PgConnection::connect(&admin).await.ok()?;
+                    crate::outbox::logical::slots::drop_all_of(&mut conn, &name).await;
+                    // Runtime-checked: DROP DATABASE of a name made at run time.
+                    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                    sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.ok()
+                };
+                match tokio::time::timeout(DROP_WITHIN, drop).await {
+                    Ok(done) => done.map(|_| ()),
+                    Err(_) => {
+                        eprintln!(
+                            "testing: dropping {name} took over {DROP_WITHIN:?}; left to the next sweep. Waiting: {}",
+                            waits(&admin).await
+                        );
+                        None
+                    }
+                }
             })
         });
         let _ = dropped.join();
     }
+}
+
+/// What the cluster's backends are waiting on, one line: for a drop or create that does not
+/// finish.
+async fn waits(admin: &str) -> String {
+    let Ok(mut conn) = PgConnection::connect(admin).await else { return "(cannot connect)".into() };
+    let rows: Vec<String> = sqlx::query_scalar(
+        "SELECT format('%s pid %s in %s: %s/%s %s', backend_type, pid, coalesce(datname, '-'), \
+                coalesce(wait_event_type, '-'), coalesce(wait_event, '-'), left(coalesce(query, ''), 60)) \
+         FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event_type IS DISTINCT FROM 'Activity' \
+           AND state IS DISTINCT FROM 'idle'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
+    rows.join("; ")
 }
 
 /// A unique name for a queue or exchange in a test.

@@ -48,7 +48,9 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
 impl TestApp {
     /// A client with no redirects followed, signed in as `user` (or anonymous for None).
     pub async fn client(&self, user: Option<&str>) -> reqwest::Client {
+        // A page or call that never answers fails its test instead of holding the suite.
         let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(600))
             .cookie_store(true)
             .redirect(reqwest::redirect::Policy::none())
             .build()

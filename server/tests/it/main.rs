@@ -21,6 +21,7 @@ mod hardening;
 mod harness;
 mod hostile;
 mod metrics;
+mod page_loads;
 mod pages;
 mod probe;
 mod security;

@@ -4,9 +4,9 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use super::api::{DeadLetterStatus, DeadLetterView, dl_detail};
+use super::api::{DeadLetterStatus, DeadLetterView, dl_detail, dl_edits};
 use super::edit::EditPanel;
-use crate::auth::whoami;
+use crate::auth::{CallerAnswer, whoami};
 use crate::body_view::Body;
 use crate::copy::CopyButton;
 use crate::layout::{ErrorBox, PageTitle};
@@ -26,6 +26,15 @@ pub fn DeadLetterPage() -> impl IntoView {
         dl_detail(id, full).await
     });
     let story = Resource::new(key, |(id, _)| async move { dl_story(id.parse::<i64>().unwrap_or(0)).await });
+    // Every resource of the page is made here, not in the components the detail's Suspense
+    // renders: a resource made inside a Suspense's children is made again each time the
+    // server walks them, and one render in a few thousand then never finished streaming.
+    let caller = Resource::new(|| (), |_| whoami());
+    let saved = RwSignal::new(0u32);
+    let edits = Resource::new(
+        move || (key().0, saved.get()),
+        |(id, _)| async move { dl_edits(id.parse::<i64>().unwrap_or(0)).await },
+    );
     view! {
         <PageTitle title="Dead letter" />
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
@@ -118,8 +127,8 @@ pub fn DeadLetterPage() -> impl IntoView {
                                     </div>
                                     <Body body=d.body.clone() full_href=format!("{}?full=1", types::routes::dead_letter(d.id)) />
                                 </div>
-                                <ReplayThis id=d.id replayable=d.status != DeadLetterStatus::Replaying origin=d.origin_queue.clone() />
-                                <EditPanel id=d.id />
+                                <ReplayThis id=d.id replayable=d.status != DeadLetterStatus::Replaying origin=d.origin_queue.clone() caller />
+                                <EditPanel id=d.id edits caller saved />
                                 <div class="card">
                                     <h2 class="text-sm font-semibold px-2 pt-2">"Story"</h2>
                                     <Suspense fallback=|| ()>
@@ -187,8 +196,7 @@ fn MessageBar(d: DeadLetterView) -> impl IntoView {
 
 /// "Replay this message…", for operators, when the message can be replayed.
 #[component]
-fn ReplayThis(id: i64, replayable: bool, origin: Option<String>) -> impl IntoView {
-    let caller = Resource::new(|| (), |_| whoami());
+fn ReplayThis(id: i64, replayable: bool, origin: Option<String>, caller: Resource<CallerAnswer>) -> impl IntoView {
     view! {
         <Suspense fallback=|| ()>
             {move || {

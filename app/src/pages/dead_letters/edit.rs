@@ -4,16 +4,21 @@
 
 use leptos::prelude::*;
 
-use super::api::{DlEdit, EditView, EditsView, dl_edits};
-use crate::auth::whoami;
+use super::api::{DlEdit, EditView, EditsView};
+use crate::auth::CallerAnswer;
+use crate::error::AppError;
 use crate::layout::ErrorBox;
 use crate::widgets::Time;
 
 #[component]
-pub fn EditPanel(id: i64) -> impl IntoView {
-    let saved = RwSignal::new(0u32);
-    let edits = Resource::new(move || saved.get(), move |_| dl_edits(id));
-    let caller = Resource::new(|| (), |_| whoami());
+/// `edits` and `caller` are made by the page, outside its Suspense (`detail.rs`); a save
+/// bumps `saved`, which loads `edits` again.
+pub fn EditPanel(
+    id: i64,
+    edits: Resource<Result<EditsView, AppError>>,
+    caller: Resource<CallerAnswer>,
+    saved: RwSignal<u32>,
+) -> impl IntoView {
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::api::{OutboxAct, outbox_detail};
-use crate::auth::whoami;
+use crate::auth::{CallerAnswer, whoami};
 use crate::body_view::Body;
 use crate::layout::{ErrorBox, PageTitle};
 use crate::widgets::{Pill, Time};
@@ -22,6 +22,8 @@ pub fn OutboxRowPage() -> impl IntoView {
     };
     let act = ServerAction::<OutboxAct>::new();
     let detail = Resource::new(move || (key(), act.version().get()), |((s, id, full), _)| outbox_detail(s, id, full));
+    // Made here, not in RowActions inside the Suspense (see the dead letter page).
+    let caller = Resource::new(|| (), |_| whoami());
     view! {
         <PageTitle title="Outbox row" />
         <Suspense fallback=|| view! { <p class="muted text-sm">"Loading…"</p> }>
@@ -43,7 +45,7 @@ pub fn OutboxRowPage() -> impl IntoView {
                         view! {
                             <a class="text-sm underline" href=back>"← back to "{d.source.clone()}</a>
                             {matches!(d.row.status.as_str(), "pending" | "failed").then(|| view! {
-                                <RowActions source=d.source.clone() id=d.row.id.clone() can_archive=d.can_archive act />
+                                <RowActions source=d.source.clone() id=d.row.id.clone() can_archive=d.can_archive act caller />
                             })}
                             {move || act.value().get().map(|r| match r {
                                 Ok(n) => view! { <p role="status" class="text-sm text-emerald-700 dark:text-emerald-400 my-2">{format!("{n} row changed.")}</p> }.into_any(),
@@ -97,8 +99,13 @@ pub fn OutboxRowPage() -> impl IntoView {
 
 /// Retry now / archive for this one row (operators; the server checks again).
 #[component]
-fn RowActions(source: String, id: String, can_archive: bool, act: ServerAction<OutboxAct>) -> impl IntoView {
-    let caller = Resource::new(|| (), |_| whoami());
+fn RowActions(
+    source: String,
+    id: String,
+    can_archive: bool,
+    act: ServerAction<OutboxAct>,
+    caller: Resource<CallerAnswer>,
+) -> impl IntoView {
     let reason = RwSignal::new(String::new());
     let (s1, i1) = (source.clone(), id.clone());
     let retry = move |_| {
