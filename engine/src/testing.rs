@@ -146,11 +146,9 @@ async fn new_db(migrated: bool) -> TestDb {
 /// cluster waits on.
 const CREATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// How long a test database's drop may take. `DROP DATABASE` waits for every backend of the
-/// cluster to let go of the database's files (a checkpoint and a signal barrier), so one
-/// backend stuck writing to a client that no longer reads holds up every drop: past this, the
-/// database is left to the next run's sweep rather than holding the test, and what the
-/// cluster was waiting on is printed.
+/// How long a test database's drop may take (it forces a checkpoint, and ends the database's
+/// connections first): past this, the database is left to the next run's sweep rather than
+/// holding the test, and what the cluster was waiting on is printed.
 const DROP_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Drop for TestDb {

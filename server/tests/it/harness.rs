@@ -50,7 +50,7 @@ impl TestApp {
     pub async fn client(&self, user: Option<&str>) -> reqwest::Client {
         // A page or call that never answers fails its test instead of holding the suite.
         let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(600))
+            .timeout(std::time::Duration::from_secs(60))
             .cookie_store(true)
             .redirect(reqwest::redirect::Policy::none())
             .build()

@@ -28,7 +28,7 @@ pub fn DeadLetterPage() -> impl IntoView {
     let story = Resource::new(key, |(id, _)| async move { dl_story(id.parse::<i64>().unwrap_or(0)).await });
     // Every resource of the page is made here, not in the components the detail's Suspense
     // renders: a resource made inside a Suspense's children is made again each time the
-    // server walks them, and one render in a few thousand then never finished streaming.
+    // server walks them (docs/ARCHITECTURE.md, "Resources are made outside Suspense").
     let caller = Resource::new(|| (), |_| whoami());
     let saved = RwSignal::new(0u32);
     let edits = Resource::new(

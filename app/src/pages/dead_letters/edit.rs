@@ -10,9 +10,9 @@ use crate::error::AppError;
 use crate::layout::ErrorBox;
 use crate::widgets::Time;
 
-#[component]
 /// `edits` and `caller` are made by the page, outside its Suspense (`detail.rs`); a save
 /// bumps `saved`, which loads `edits` again.
+#[component]
 pub fn EditPanel(
     id: i64,
     edits: Resource<Result<EditsView, AppError>>,
