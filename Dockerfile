@@ -7,9 +7,10 @@ RUN rustup target add wasm32-unknown-unknown
 WORKDIR /src
 # Queries are checked against the committed .sqlx/ data: no database at build time.
 ENV SQLX_OFFLINE=true
-# wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock.
+# wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock. Not `--locked`, as in
+# scripts/setup: the CLI's own lock names a webpki-roots that the registry here does not hold.
 COPY Cargo.lock ./
-RUN cargo install --locked wasm-bindgen-cli --version "$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p')"
+RUN cargo install wasm-bindgen-cli --version "$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p')"
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 # Dependency layer: the manifests with empty crates, built once; a source change rebuilds
@@ -18,18 +19,21 @@ COPY Cargo.toml ./
 COPY app/Cargo.toml app/
 COPY engine/Cargo.toml engine/
 COPY server/Cargo.toml server/
+COPY testkit/Cargo.toml testkit/
+COPY tools/Cargo.toml tools/
 COPY types/Cargo.toml types/
 # The vendored, patched AMQP types crate ([patch.crates-io]) is needed whole from the start.
 COPY vendor vendor
-RUN mkdir -p app/src engine/src server/src types/src \
-    && touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs types/src/lib.rs \
+RUN mkdir -p app/src engine/src server/src testkit/src tools/src types/src \
+    && touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs testkit/src/lib.rs tools/src/lib.rs types/src/lib.rs \
     && echo 'fn main() {}' > server/src/main.rs \
     && cargo build --locked -p app --lib --target wasm32-unknown-unknown --no-default-features --features hydrate --profile wasm-release \
     && cargo build --locked -p server --release \
-    && rm -rf app/src engine/src server/src types/src
+    && rm -rf app/src engine/src server/src testkit/src tools/src types/src
 COPY . .
 # The stub crates' artefacts are newer than nothing: make sure the real sources are rebuilt.
-RUN touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs server/src/main.rs types/src/lib.rs && ./scripts/build --release
+RUN touch app/src/lib.rs engine/src/lib.rs server/src/lib.rs server/src/main.rs tools/src/lib.rs types/src/lib.rs \
+    && ./scripts/build --release
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl && rm -rf /var/lib/apt/lists/* \

@@ -8,7 +8,6 @@ pub mod audit;
 pub mod auth;
 pub mod db;
 pub mod dead_letter;
-pub mod demo;
 pub mod group_commit;
 pub mod health;
 pub mod heartbeats;
@@ -20,7 +19,5 @@ pub mod publish;
 pub mod replay;
 pub mod settings;
 pub mod sources;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
 pub mod topology;
 pub mod triage;

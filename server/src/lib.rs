@@ -1,7 +1,6 @@
 //! The `revenant` binary's pieces, as a library so integration tests can start the real
 //! router: web console, request security, probes, downloads, background roles, CLI commands.
 
-pub mod bench;
 pub mod dlq_cmd;
 pub mod export;
 pub mod probes;

@@ -41,6 +41,7 @@ enum Command {
     Alerts,
     /// Run only the replay publisher (sends replay plans).
     Replay,
+    #[cfg(feature = "tools")]
     /// Demo traffic on the local broker: a demo topology, an orders service writing outbox
     /// events, and consumers that fail in realistic ways. Ctrl-C stops it.
     Demo {
@@ -48,7 +49,7 @@ enum Command {
         #[arg(long)]
         reset: bool,
         /// Events per second.
-        #[arg(long, default_value_t = engine::demo::DEFAULT_RATE_PER_SEC)]
+        #[arg(long, default_value_t = tools::demo::DEFAULT_RATE_PER_SEC)]
         rate: f64,
     },
     /// Revenant's outbox schema in a service's database.
@@ -61,8 +62,9 @@ enum Command {
     #[command(subcommand)]
     Dlq(dlq_cmd::DlqCommand),
     /// Measure the relay, the ingester and the outbox lists in a throwaway database and queues.
+    #[cfg(feature = "tools")]
     #[command(subcommand)]
-    Bench(server::bench::BenchCommand),
+    Bench(tools::bench::BenchCommand),
 }
 
 #[derive(Subcommand)]
@@ -122,9 +124,19 @@ async fn run(cli: Cli, mut settings: Settings) -> anyhow::Result<()> {
         Command::Ingest => run_roles(settings, roles::Which { ingest: true, ..Default::default() }).await,
         Command::Alerts => run_roles(settings, roles::Which { alerts: true, ..Default::default() }).await,
         Command::Replay => run_roles(settings, roles::Which { replay: true, ..Default::default() }).await,
-        Command::Demo { reset, rate } => demo(settings, reset, rate).await,
+        #[cfg(feature = "tools")]
+        Command::Demo { reset, rate } => {
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                stop.cancel();
+            });
+            tools::demo::command(&settings, reset, rate, shutdown).await
+        }
         Command::Outbox(OutboxCommand::Install { .. }) => anyhow::bail!("outbox install runs before the settings load"),
-        Command::Bench(cmd) => server::bench::run(cmd, &settings).await,
+        #[cfg(feature = "tools")]
+        Command::Bench(cmd) => tools::bench::run(cmd, &settings).await,
         Command::Dlq(cmd) => {
             let pool = engine::db::connect(settings.database_url.expose_secret(), 2).await?;
             engine::db::migrate(&pool).await?;
@@ -169,57 +181,6 @@ fn outbox_install(url: &str) -> ExitCode {
         Err(e) => {
             eprintln!("revenant: {e:#}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-async fn demo(settings: Settings, reset: bool, rate: f64) -> anyhow::Result<()> {
-    let pool = engine::db::connect(settings.database_url.expose_secret(), 5).await?;
-    engine::db::migrate(&pool).await?;
-    if reset {
-        let summary = engine::demo::reset(&pool, settings.amqp_url.expose_secret()).await?;
-        println!("demo removed: {summary:?}");
-        return Ok(());
-    }
-    let dlqs: Vec<String> = engine::demo::DEMO_DLQS.iter().map(|q| q.to_string()).collect();
-    // The demo's DLQs are watched (once: a queue someone stopped stays stopped).
-    engine::dead_letter::watch::seed(&pool, &dlqs, engine::dead_letter::watch::Origin::Cli).await?;
-    println!("demo DLQs (watched; `revenant dlq list`): {}", dlqs.join(","));
-    seed_demo_rules(&pool).await;
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        stop.cancel();
-    });
-    engine::demo::run(pool, settings.amqp_url.expose_secret().to_string(), rate, shutdown).await
-}
-
-/// Two alert rules so the demo's outages page someone; kept if they already exist.
-async fn seed_demo_rules(pool: &sqlx::PgPool) {
-    let rules = [
-        ("demo: shipping DLQ backlog", "dlq_awaiting", "demo.shipping.dlq", "25", "100", "10", "", "0"),
-        ("demo: new dead letters in orders.created", "dlq_new", "demo.orders.created.dlq", "5", "20", "2", "5", "30"),
-    ];
-    let actor = engine::audit::cli_principal();
-    for (name, kind, target, warn, crit, recover, window, for_secs) in rules {
-        let input = engine::alerts::RuleInput {
-            name: name.into(),
-            kind: kind.into(),
-            target: target.into(),
-            warn_threshold: warn.into(),
-            crit_threshold: crit.into(),
-            recover_threshold: recover.into(),
-            for_secs: for_secs.into(),
-            window_mins: window.into(),
-            webhook_url: String::new(),
-            webhook_format: String::new(),
-            enabled: true,
-        };
-        match engine::alerts::create(pool, &actor, &engine::auth::ClientIp(None), &input, false).await {
-            Ok(_) => println!("demo alert rule added: {name}"),
-            Err(engine::alerts::RuleError::Conflict(_)) => {}
-            Err(e) => eprintln!("demo alert rule {name} not added: {e}"),
         }
     }
 }

@@ -19,7 +19,7 @@ pub mod topology;
 
 pub use alert::{AlertState, RuleKind, Severity, TargetKind, WebhookFormat};
 pub use dead_letter::{BodyKind, BodyShape, Breakdown, DeadLetterStatus, WatchOrigin};
-pub use outbox::Bucket;
+pub use outbox::{Bucket, RowAction};
 pub use replay::{ItemStatus, Order, PlanStatus, TargetMode};
 pub use role::{Access, Role};
 pub use topology::{Check, Level, Placement, QueueRole, Verdict};

@@ -1,4 +1,4 @@
-//! The states an outbox row is listed under.
+//! The states an outbox row is listed under, and what an operator does to rows.
 
 words! {
     #[derive(Default)]
@@ -18,5 +18,13 @@ impl Bucket {
     /// Oldest first where age is the problem; newest first for history.
     pub fn ascending(self) -> bool {
         matches!(self, Bucket::Pending | Bucket::Stuck | Bucket::Failed)
+    }
+}
+
+words! {
+    /// What an operator does to outbox rows: send again now, or set aside for good.
+    pub enum RowAction {
+        Retry = "retry",
+        Archive = "archive",
     }
 }

@@ -16,28 +16,7 @@ use super::{Source, query};
 use crate::audit;
 use crate::auth::Principal;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Retry,
-    Archive,
-}
-
-impl Action {
-    pub fn parse(s: &str) -> Option<Action> {
-        match s {
-            "retry" => Some(Action::Retry),
-            "archive" => Some(Action::Archive),
-            _ => None,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Retry => "retry",
-            Action::Archive => "archive",
-        }
-    }
-}
+use types::RowAction;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
@@ -51,9 +30,9 @@ pub enum ActionError {
 
 pub use crate::audit::Actor;
 
-fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), ActionError> {
+fn check(src: &Source, action: RowAction, reason: Option<&str>) -> Result<(), ActionError> {
     let relayed = src.cols.relayed;
-    if action == Action::Archive {
+    if action == RowAction::Archive {
         if !relayed {
             return Err(ActionError::Invalid(format!(
                 "source `{}` is a mapped table Revenant does not relay, with no archived state; archive it in its own service",
@@ -64,7 +43,7 @@ fn check(src: &Source, action: Action, reason: Option<&str>) -> Result<(), Actio
             return Err(ActionError::Invalid("archiving needs a reason".into()));
         }
     }
-    if action == Action::Retry && !relayed && src.cols.attempts_col.is_none() {
+    if action == RowAction::Retry && !relayed && src.cols.attempts_col.is_none() {
         return Err(ActionError::Invalid(format!(
             "source `{}` declares no attempts_column: its own relay decides when to retry",
             src.name
@@ -91,12 +70,12 @@ fn mapped_targets(src: &Source) -> String {
 /// attempts, no error; archived rows come back too) and resets the table's own attempts and
 /// error columns when it has them; archive records the reason in the relay's state. Each is one
 /// statement, so one commit.
-fn mapped_sql(src: &Source, action: Action) -> String {
+fn mapped_sql(src: &Source, action: RowAction) -> String {
     let c = &src.cols;
     let targets = mapped_targets(src);
     let lit = &c.source_literal;
     match action {
-        Action::Retry if !c.relayed => {
+        RowAction::Retry if !c.relayed => {
             let mut sets = vec![format!("{} = 0", c.attempts_col.clone().unwrap_or_default())];
             if let Some(le) = &c.last_error_col {
                 sets.push(format!("{le} = NULL"));
@@ -110,7 +89,7 @@ fn mapped_sql(src: &Source, action: Action) -> String {
                 c.id_type
             )
         }
-        Action::Retry => {
+        RowAction::Retry => {
             let mut sets = Vec::new();
             if let Some(a) = &c.attempts_col {
                 sets.push(format!("{a} = 0"));
@@ -135,7 +114,7 @@ fn mapped_sql(src: &Source, action: Action) -> String {
                  SELECT count(*)::bigint FROM targets"
             )
         }
-        Action::Archive => format!(
+        RowAction::Archive => format!(
             "WITH targets AS ({targets}), \
              archived AS (INSERT INTO revenant.relay_state AS s (source, row_id, status, archived_reason, updated_at) \
                           SELECT {lit}, row_id, 'archived', $2, now() FROM targets \
@@ -150,12 +129,12 @@ fn mapped_sql(src: &Source, action: Action) -> String {
 async fn apply<'e>(
     exec: impl sqlx::PgExecutor<'e>,
     src: &Source,
-    action: Action,
+    action: RowAction,
     ids: &[String],
     reason: Option<&str>,
 ) -> Result<u64, sqlx::Error> {
     let done = match (src.native(), action) {
-        (true, Action::Retry) => {
+        (true, RowAction::Retry) => {
             sqlx::query!(
                 // A failed row the commit-stream relay never held (failed while polled) is held
                 // now, so that relay sends it too (at the head of its key: it is older).
@@ -168,7 +147,7 @@ async fn apply<'e>(
             .execute(exec)
             .await?
         }
-        (true, Action::Archive) => {
+        (true, RowAction::Archive) => {
             sqlx::query!(
             "UPDATE outbox SET status = 'archived', archived_reason = $2, lease_owner = NULL, lease_expires_at = NULL
              WHERE status IN ('pending', 'failed') AND id::text = ANY($1)",
@@ -179,7 +158,7 @@ async fn apply<'e>(
             .await?
         }
         // Runtime-checked: a mapped table's name and columns come from configuration.
-        (false, Action::Retry) if !src.cols.relayed => {
+        (false, RowAction::Retry) if !src.cols.relayed => {
             sqlx::query(sqlx::AssertSqlSafe(mapped_sql(src, action))).bind(ids.to_vec()).execute(exec).await?
         }
         (false, _) => {
@@ -198,7 +177,7 @@ async fn apply<'e>(
 fn entry<'a>(
     actor: &'a Actor<'a>,
     src: &Source,
-    action: Action,
+    action: RowAction,
     n: i64,
     filter: Option<serde_json::Value>,
     detail: serde_json::Value,
@@ -206,7 +185,7 @@ fn entry<'a>(
     audit::Entry {
         actor: actor.principal,
         source_ip: actor.ip,
-        action: if action == Action::Retry { "outbox.retry" } else { "outbox.archive" },
+        action: if action == RowAction::Retry { "outbox.retry" } else { "outbox.archive" },
         target: Some(format!("outbox source {}", src.name)),
         filter,
         item_count: n,
@@ -226,7 +205,7 @@ fn in_own_db(src: &Source) -> bool {
 pub async fn act_on_ids(
     audit_pool: &PgPool,
     src: &Source,
-    action: Action,
+    action: RowAction,
     ids: &[String],
     reason: Option<&str>,
     actor: &Actor<'_>,
@@ -261,7 +240,7 @@ pub async fn freeze(
     own: &PgPool,
     src: &Source,
     filter: &query::Filter,
-    action: Action,
+    action: RowAction,
     reason: Option<&str>,
     actor: &Principal,
 ) -> Result<Frozen, ActionError> {
@@ -326,7 +305,7 @@ pub async fn execute(own: &PgPool, sources: &[Source], selection: Uuid, actor: &
     };
     let (reason, filter, frozen) = (sel.reason, sel.filter, sel.item_count);
     let src = super::find(sources, &sel.source).ok_or(ActionError::SelectionGone)?;
-    let action = Action::parse(&sel.action).ok_or(ActionError::SelectionGone)?;
+    let action = RowAction::parse(&sel.action).ok_or(ActionError::SelectionGone)?;
     let mut changed = 0u64;
     let mut last = String::new();
     loop {

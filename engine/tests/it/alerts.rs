@@ -18,7 +18,6 @@ use engine::{
     auth::{ClientIp, Principal, Role},
     dead_letter::depth,
     sources::{Source, mapping::Cols},
-    testing::{amqp_url, fresh_db, unique},
 };
 use lapin::{
     BasicProperties,
@@ -30,6 +29,7 @@ use lapin::{
 };
 use receiver::Receiver;
 use sqlx::PgPool;
+use testkit::{amqp_url, fresh_db, unique};
 use tokio_util::sync::CancellationToken;
 
 fn cfg() -> AlertSettings {

@@ -7,7 +7,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn a_send_tests_detail_is_listed_and_searched_for_admins_only() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     let ada = Principal { username: "ada".into(), role: Role::Admin };
     for (action, detail) in [

@@ -6,7 +6,7 @@ use engine::auth::{self, AuthError, Role};
 
 #[tokio::test]
 async fn a_user_can_sign_in_and_the_session_resolves_to_them() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "alice", "long enough pw", Role::Operator).await.unwrap();
     let (token, p) =
         auth::login(&db.pool, "alice", "long enough pw", "10.0.0.1", Duration::from_secs(60)).await.unwrap();
@@ -19,7 +19,7 @@ async fn a_user_can_sign_in_and_the_session_resolves_to_them() {
 
 #[tokio::test]
 async fn repeated_failures_lock_the_user_out_for_a_while() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "bob", "long enough pw", Role::Viewer).await.unwrap();
     for _ in 0..auth::MAX_FAILURES {
         let e = auth::login(&db.pool, "bob", "wrong password", "10.0.0.2", Duration::from_secs(60)).await.unwrap_err();
@@ -31,7 +31,7 @@ async fn repeated_failures_lock_the_user_out_for_a_while() {
 
 #[tokio::test]
 async fn a_disabled_user_loses_their_sessions() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "carol", "long enough pw", Role::Admin).await.unwrap();
     let (token, _) =
         auth::login(&db.pool, "carol", "long enough pw", "10.0.0.3", Duration::from_secs(60)).await.unwrap();
@@ -48,7 +48,7 @@ async fn a_disabled_user_loses_their_sessions() {
 
 #[tokio::test]
 async fn a_role_change_or_a_new_password_ends_the_users_sessions() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "cleo", "long enough pw", Role::Admin).await.unwrap();
     let sign_in = async || auth::login(&db.pool, "cleo", "long enough pw", "10.0.0.4", HOUR).await.unwrap().0;
     let mut c = db.pool.acquire().await.unwrap();
@@ -71,7 +71,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// Parallel guesses used to be counted before any was recorded, so all passed the limit.
 #[tokio::test]
 async fn twelve_parallel_guesses_get_at_most_the_limit_of_password_checks() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "erin", "long enough pw", Role::Viewer).await.unwrap();
     let guesses = (0..12).map(|i| {
         let pool = db.pool.clone();
@@ -90,7 +90,7 @@ async fn twelve_parallel_guesses_get_at_most_the_limit_of_password_checks() {
 
 #[tokio::test]
 async fn failures_from_one_address_do_not_lock_the_user_out_elsewhere() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "fay", "long enough pw", Role::Viewer).await.unwrap();
     for _ in 0..auth::MAX_FAILURES + 2 {
         let _ = auth::login(&db.pool, "fay", "wrong password", "203.0.113.66", HOUR).await;
@@ -102,7 +102,7 @@ async fn failures_from_one_address_do_not_lock_the_user_out_elsewhere() {
 
 #[tokio::test]
 async fn one_address_cannot_try_many_names() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "gus", "long enough pw", Role::Viewer).await.unwrap();
     for i in 0..auth::MAX_PER_ADDRESS {
         let _ = auth::login(&db.pool, &format!("name{i}"), "wrong password", "203.0.113.7", HOUR).await;
@@ -113,7 +113,7 @@ async fn one_address_cannot_try_many_names() {
 
 #[tokio::test]
 async fn an_oversized_user_name_is_refused_before_any_query() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let huge = "a".repeat(1_500_000);
     let e = auth::login(&db.pool, &huge, "pw", "10.0.0.8", HOUR).await.unwrap_err();
     assert!(matches!(e, AuthError::TooLong), "{e:?}");
@@ -125,7 +125,7 @@ async fn an_oversized_user_name_is_refused_before_any_query() {
 
 #[tokio::test]
 async fn purge_removes_old_attempts_and_expired_sessions_only() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "hal", "long enough pw", Role::Viewer).await.unwrap();
     let (live, _) = auth::login(&db.pool, "hal", "long enough pw", "10.0.0.9", HOUR).await.unwrap();
     let _ = auth::login(&db.pool, "hal", "wrong password", "10.0.0.10", HOUR).await;
@@ -147,7 +147,7 @@ async fn purge_removes_old_attempts_and_expired_sessions_only() {
 
 #[tokio::test]
 async fn a_duplicate_user_name_is_a_conflict() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     auth::create_user(&db.pool, "dave", "long enough pw", Role::Viewer).await.unwrap();
     let e = auth::create_user(&db.pool, "dave", "another long pw", Role::Admin).await.unwrap_err();
     assert!(matches!(e, AuthError::Exists(_)), "{e:?}");

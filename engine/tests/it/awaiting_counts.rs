@@ -65,7 +65,7 @@ async fn assert_kept(pool: &PgPool, step: &str) {
 
 #[tokio::test]
 async fn kept_counts_follow_inserts_triage_moves_and_deletes() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     let (a, b) = (group(pool, "a").await, group(pool, "b").await);
     seed(pool, 30, "orders.dlq", a).await;
@@ -126,7 +126,7 @@ async fn kept_counts_follow_inserts_triage_moves_and_deletes() {
 /// queues, as `store_batch` writes) and triage or replay statements (one UPDATE each).
 #[tokio::test]
 async fn concurrent_batches_and_updates_on_the_same_groups_keep_exact_counts() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = db.pool.clone();
     let groups = vec![group(&pool, "g1").await, group(&pool, "g2").await, group(&pool, "g3").await];
     let mut tasks = Vec::new();

@@ -8,7 +8,7 @@ type Row<'a> = (&'a [u8], Option<&'a str>, Option<serde_json::Value>, &'a str);
 
 #[tokio::test]
 async fn a_group_without_an_error_header_is_broken_down_by_what_its_bodies_are() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     let group =
         sqlx::query_scalar!("INSERT INTO failure_groups (fingerprint, reason) VALUES ('fp', 'rejected') RETURNING id")

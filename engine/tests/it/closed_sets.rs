@@ -3,7 +3,7 @@
 //! side only fails here, not in production. A checked column with no enum yet is listed, so a
 //! new one cannot slip by unnoticed.
 
-use engine::testing::fresh_db;
+use testkit::fresh_db;
 use types::{
     AlertState, DeadLetterStatus, ItemStatus, Level, PlanStatus, Role, RuleKind, Severity, TargetMode, WatchOrigin,
     WebhookFormat,

@@ -8,14 +8,12 @@ use engine::dead_letter::{
     received::Received,
     store_batch::{NewDeadLetter, insert_committed},
 };
-use engine::{
-    replay::{Selection, Target, preview::preview},
-    testing::amqp_url,
-};
+use engine::replay::{Selection, Target, preview::preview};
 use lapin::{
     BasicProperties,
     types::{AMQPValue, FieldArray, FieldTable},
 };
+use testkit::amqp_url;
 
 fn rejected(queue: &str, msg_type: Option<&str>, body: &str) -> Received {
     let mut death = FieldTable::default();
@@ -47,7 +45,7 @@ fn notificacao(i: usize) -> String {
 
 #[tokio::test]
 async fn two_kinds_without_an_error_header_are_two_groups() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let mut rows: Vec<NewDeadLetter> = (0..340)
         .map(|i| NewDeadLetter::new(rejected("pagamentos.processar", Some("processar_pagamento"), &pagamento(i))))
         .collect();
@@ -90,7 +88,7 @@ async fn two_kinds_without_an_error_header_are_two_groups() {
     assert_eq!(p.kinds.len(), 1, "a group is one kind");
 
     // Without a type, the body shape alone still separates them.
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let mut rows: Vec<NewDeadLetter> = (0..3).map(|i| NewDeadLetter::new(rejected("q", None, &pagamento(i)))).collect();
     rows.extend((0..2).map(|i| NewDeadLetter::new(rejected("q", None, &notificacao(i)))));
     insert_committed(&db.pool, &rows).await.unwrap();
@@ -101,7 +99,7 @@ async fn two_kinds_without_an_error_header_are_two_groups() {
 
 #[tokio::test]
 async fn the_sql_labels_and_keys_are_the_rusts() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let nested = format!("{{\"deep\":{}1{}}}", "[".repeat(40), "]".repeat(40));
     let many = format!("{{{}}}", (0..30).map(|i| format!("\"k{i:02}\":0")).collect::<Vec<_>>().join(","));
     let bodies: Vec<(Vec<u8>, Option<&str>)> = vec![
@@ -150,7 +148,7 @@ async fn the_sql_labels_and_keys_are_the_rusts() {
 
 #[tokio::test]
 async fn groups_stored_before_are_split_by_kind_keeping_their_history() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     // As stored before migration 0024: one group for both kinds, rows without a body shape.
     let base = fingerprint::fingerprint(Some("pagamentos.processar"), "rejected", None, None);
     let group: i64 = sqlx::query_scalar!(
@@ -224,7 +222,7 @@ async fn groups_stored_before_are_split_by_kind_keeping_their_history() {
 #[tokio::test]
 async fn the_list_filters_by_type_and_shape_and_counts_types() {
     use engine::dead_letter::store::{self, ListFilter};
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let mut rows: Vec<NewDeadLetter> = (0..4)
         .map(|i| NewDeadLetter::new(rejected("pagamentos.processar", Some("processar_pagamento"), &pagamento(i))))
         .collect();
@@ -246,7 +244,7 @@ async fn the_list_filters_by_type_and_shape_and_counts_types() {
 #[tokio::test]
 async fn the_groups_filter_by_type_and_count_their_types() {
     use engine::dead_letter::store::{self, GroupFilter, GroupTypeCount};
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let mut rows: Vec<NewDeadLetter> = (0..4)
         .map(|i| NewDeadLetter::new(rejected("pagamentos.processar", Some("processar_pagamento"), &pagamento(i))))
         .collect();

@@ -23,7 +23,7 @@ async fn seed(pool: &sqlx::PgPool, n: i64, queue: &str, group_id: Option<i64>, s
 
 #[tokio::test]
 async fn stored_dead_letters_count_in_their_minute_queue_and_group() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     let g =
         sqlx::query_scalar!("INSERT INTO failure_groups (fingerprint, reason) VALUES ('g', 'rejected') RETURNING id")

@@ -10,21 +10,23 @@ use engine::{
         store::{self, GroupFilter, ListFilter},
     },
     settings::IngestSettings,
-    testing::{amqp_url, fresh_db, unique},
 };
 use lapin::{
     BasicProperties, Channel, Connection, ExchangeKind,
     options::{
         BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-        ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+        QueueBindOptions, QueueDeclareOptions,
     },
     types::{AMQPValue, DecimalValue, FieldTable, LongString, ShortString},
 };
 use sqlx::PgPool;
+use testkit::{Doomed, amqp_url, fresh_db, unique};
 use tokio_util::sync::CancellationToken;
 
 /// A dead-letter exchange, its DLQ, and a work queue that dead-letters into it.
 pub(crate) struct Topology {
+    /// The exchange and queues: deleted when the topology goes, a failing test's too.
+    _names: Doomed,
     conn: Connection,
     pub(crate) ch: Channel,
     dlx: String,
@@ -37,7 +39,9 @@ impl Topology {
         let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
         let ch = conn.create_channel().await.unwrap();
         ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
-        let (dlx, dlq, work) = (unique("revenant-test.dlx"), unique("revenant-test.dlq"), unique("revenant-test.work"));
+        let names = Doomed::new();
+        let (dlx, dlq, work) =
+            (names.exchange("revenant-test.dlx"), names.queue("revenant-test.dlq"), names.queue("revenant-test.work"));
         let exchange = ShortString::from(dlx.as_str());
         ch.exchange_declare(
             exchange.clone(),
@@ -57,7 +61,7 @@ impl Topology {
             args.insert((*k).into(), v.clone());
         }
         ch.queue_declare(work.as_str().into(), QueueDeclareOptions::default(), args).await.unwrap();
-        Self { conn, ch, dlx, dlq, work }
+        Self { _names: names, conn, ch, dlx, dlq, work }
     }
 
     pub(crate) async fn publish(&self, queue: &str, body: &[u8], props: BasicProperties) {
@@ -91,11 +95,8 @@ impl Topology {
         n
     }
 
+    /// Closes the connection; the exchange and queues go with the names.
     pub(crate) async fn delete(self) {
-        for q in [&self.work, &self.dlq] {
-            let _ = self.ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await;
-        }
-        let _ = self.ch.exchange_delete(self.dlx.as_str().into(), ExchangeDeleteOptions::default()).await;
         let _ = self.conn.close(200, "test done".into()).await;
     }
 }
@@ -134,13 +135,11 @@ pub(crate) async fn count(pool: &PgPool, queue: &str) -> i64 {
 
 /// Waits until `n` dead letters from `queue` are stored.
 pub(crate) async fn wait_for_rows(pool: &PgPool, queue: &str, n: i64) {
-    for _ in 0..300 {
-        if count(pool, queue).await >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("expected {n} dead letters from {queue}, found {}", count(pool, queue).await);
+    testkit::eventually(&format!("{n} dead letters from {queue}"), Duration::from_secs(15), async || {
+        let stored = count(pool, queue).await;
+        if stored >= n { Ok(()) } else { Err(stored) }
+    })
+    .await
 }
 
 fn custom_headers() -> FieldTable {

@@ -11,12 +11,12 @@ use engine::{
         store::{self, GroupFilter},
     },
     settings::IngestSettings,
-    testing::fresh_db,
 };
 use lapin::{
     BasicProperties,
     types::{AMQPValue, FieldTable},
 };
+use testkit::fresh_db;
 
 use super::ingest::{Running, Topology, count, start_ingest_with, wait_for_rows};
 
@@ -26,15 +26,13 @@ fn settings(queue: &str, prefetch: u16, batch: usize) -> IngestSettings {
     IngestSettings { queues: vec![queue.to_string()], auto: false, prefetch, batch, linger: NEVER, commits: 2 }
 }
 
-/// Polls the ingester's counters until `done` holds (or fails after 15 s).
+/// Waits (up to 15 s) until the ingester's counters satisfy `done`.
 async fn wait_for(ing: &Running, what: &str, done: impl Fn(&IngestCounts) -> bool) {
-    for _ in 0..300 {
-        if done(&ing.stats.snapshot()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: counters stuck at {:?}", ing.stats.snapshot());
+    testkit::eventually(what, Duration::from_secs(15), async || {
+        let counts = ing.stats.snapshot();
+        if done(&counts) { Ok(()) } else { Err(counts) }
+    })
+    .await
 }
 
 fn failing(id: &str, error_type: &str) -> BasicProperties {

@@ -2,9 +2,9 @@
 //! body and headers, nested header tables and arrays, no `x-death` — each stored exactly.
 
 use engine::dead_letter::{headers, store};
-use engine::testing::fresh_db;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString};
+use testkit::fresh_db;
 
 use super::ingest::{Topology, start_ingest, wait_for_rows};
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use engine::{
     dead_letter::{ingest::QUARANTINE_AFTER, store},
     settings::IngestSettings,
-    testing::fresh_db,
 };
 use lapin::BasicProperties;
+use testkit::fresh_db;
 
 use super::ingest::{Topology, count, start_ingest_with};
 

@@ -1,26 +1,13 @@
 //! The watched set, live: queues started and stopped while an ingester runs, with no restart;
 //! stopping drops nothing; the config seeds the set once and a stopped queue stays stopped.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use engine::{
-    dead_letter::watch::{self, Origin},
-    testing::fresh_db,
-};
+use engine::dead_letter::watch::{self, Origin};
 use lapin::BasicProperties;
+use testkit::{fresh_db, until};
 
 use crate::ingest::{Topology, count, start_ingest};
-
-async fn eventually(what: &str, within: Duration, mut ok: impl AsyncFnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if ok().await {
-            return start.elapsed();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {within:?}");
-}
 
 #[tokio::test]
 async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_messages() {
@@ -37,12 +24,12 @@ async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_mes
 
     let done = watch::set(&db.pool, &admin, None, std::slice::from_ref(&t.dlq), true, Origin::Cli).await.unwrap();
     assert_eq!(done.changed, vec![t.dlq.clone()]);
-    let took = eventually("the added queue's messages stored", Duration::from_secs(30), async || {
+    let took = until("the added queue's messages stored", Duration::from_secs(30), async || {
         count(&db.pool, &t.dlq).await == 20
     })
     .await;
     assert!(took <= Duration::from_secs(10), "picked up within the refresh, took {took:?}");
-    eventually("the heartbeat names the consumed queue", Duration::from_secs(15), async || {
+    until("the heartbeat names the consumed queue", Duration::from_secs(15), async || {
         watch::ingesting(&db.pool).await.unwrap().contains(&t.dlq)
     })
     .await;
@@ -50,8 +37,7 @@ async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_mes
     // Stop: the consumer closes, later messages stay in RabbitMQ, none is stored or lost.
     let again = watch::set(&db.pool, &admin, None, std::slice::from_ref(&t.dlq), false, Origin::Console).await.unwrap();
     assert_eq!(again.changed, vec![t.dlq.clone()]);
-    eventually("the consumer closed", Duration::from_secs(15), async || running.stats.consuming_queues().is_empty())
-        .await;
+    until("the consumer closed", Duration::from_secs(15), async || running.stats.consuming_queues().is_empty()).await;
     for i in 20..30 {
         t.publish(&t.dlq, format!("m{i}").as_bytes(), BasicProperties::default()).await;
     }
@@ -65,10 +51,8 @@ async fn a_queue_added_while_running_is_ingested_and_a_removed_one_keeps_its_mes
     assert_eq!(listed.len(), 1);
     assert!(!listed[0].watching && listed[0].origin == watch::Origin::Console);
     watch::set(&db.pool, &admin, None, std::slice::from_ref(&t.dlq), true, Origin::Cli).await.unwrap();
-    eventually("the rest stored after restarting it", Duration::from_secs(30), async || {
-        count(&db.pool, &t.dlq).await == 30
-    })
-    .await;
+    until("the rest stored after restarting it", Duration::from_secs(30), async || count(&db.pool, &t.dlq).await == 30)
+        .await;
 
     let audit: Vec<(String, i64)> =
         sqlx::query!("SELECT action, item_count FROM audit_log WHERE action LIKE 'dlq.%' ORDER BY id")

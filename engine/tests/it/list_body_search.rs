@@ -6,7 +6,7 @@ use engine::dead_letter::store::{self, BODY_SEARCH_ROWS, ListFilter};
 
 #[tokio::test]
 async fn a_body_search_past_its_row_limit_continues_on_the_next_page() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     // Row 1 (the oldest) and row 3 hold the needle; BODY_SEARCH_ROWS + 10 rows in all, the
     // newest first in every list.

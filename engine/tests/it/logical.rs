@@ -1,18 +1,16 @@
 //! The commit stream's building blocks against the real PostgreSQL (wal_level = logical, as
 //! scripts/setup leaves it): set-up, decoding in commit order, the slot's position and lag.
 
-use engine::{
-    outbox::{
-        logical::{
-            event::Layout,
-            pgoutput::{Message, decode},
-            slot::{self, Names, SetUp},
-        },
-        store::{self, NewEvent},
+use engine::outbox::{
+    logical::{
+        event::Layout,
+        pgoutput::{Message, decode},
+        slot::{self, Names, SetUp},
     },
-    testing::fresh_db,
+    store::{self, NewEvent},
 };
 use serde_json::json;
+use testkit::fresh_db;
 
 /// Everything the slot holds now, decoded: the events in stream order (with their keys), the
 /// last commit's end position, and the logical messages' prefixes.

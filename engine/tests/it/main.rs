@@ -1,13 +1,9 @@
 //! Engine integration tests against the real PostgreSQL and RabbitMQ on this machine:
-//! a fresh database per test (`engine::testing::fresh_db`), uniquely named queues.
+//! a fresh database per test (`testkit::fresh_db`), uniquely named queues.
 
-/// A compile-checked `SELECT count(*) …` polled as one number (sqlx types `count(*)` as
-/// nullable; no row count means 0).
-macro_rules! count {
-    ($pool:expr, $sql:literal $(, $arg:expr)* $(,)?) => {
-        sqlx::query_scalar!($sql $(, $arg)*).fetch_one($pool).await.unwrap().unwrap_or(0)
-    };
-}
+// `count!` (a compile-checked `SELECT count(*)`) and the rest of the test kit.
+#[macro_use]
+extern crate testkit;
 
 mod alerts;
 mod audit;
@@ -15,7 +11,6 @@ mod auth;
 mod awaiting_counts;
 mod breakdown;
 mod closed_sets;
-mod demo;
 mod group_kinds;
 mod inflow;
 mod ingest;

@@ -48,7 +48,7 @@ pub async fn pass_through() -> (u16, Arc<AtomicBool>) {
     (port, frozen)
 }
 
-/// `engine::testing::amqp_url()` through a pass-through on `port`.
+/// `testkit::amqp_url()` through a pass-through on `port`.
 pub fn url_through(port: u16) -> String {
-    engine::testing::amqp_url().replace("127.0.0.1:5672", &format!("127.0.0.1:{port}"))
+    testkit::amqp_url().replace("127.0.0.1:5672", &format!("127.0.0.1:{port}"))
 }

@@ -26,7 +26,7 @@ fn ids(p: &Page) -> Vec<i64> {
 
 #[tokio::test]
 async fn next_then_previous_gives_back_the_same_dead_letters() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     seed(pool, 120).await;
     let f = ListFilter::default();
@@ -47,7 +47,7 @@ async fn next_then_previous_gives_back_the_same_dead_letters() {
 
 #[tokio::test]
 async fn a_body_search_pages_back_over_the_same_matches() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     seed(pool, 120).await;
     let f = ListFilter { body_contains: Some(b"needle".to_vec()), ..Default::default() };
@@ -64,7 +64,7 @@ async fn a_body_search_pages_back_over_the_same_matches() {
 async fn next_then_previous_gives_back_the_same_audit_entries() {
     use engine::audit::{self, AuditFilter, Entry};
     use engine::auth::Role;
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let pool = &db.pool;
     let olga = engine::auth::Principal { username: "olga".into(), role: engine::auth::Role::Operator };
     for i in 0..120 {

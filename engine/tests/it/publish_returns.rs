@@ -10,13 +10,13 @@ use engine::{
         confirm::{Outcome, settle},
     },
     publish::{Lanes, Published, returned},
-    testing::{amqp_url, unique},
 };
 use futures::future::join_all;
 use lapin::{
     BasicProperties,
     options::{QueueDeclareOptions, QueueDeleteOptions},
 };
+use testkit::{amqp_url, unique};
 
 #[tokio::test]
 async fn each_returned_message_settles_the_publish_it_names() {

@@ -9,18 +9,15 @@ use engine::{
         store::{self, NewEvent},
     },
     settings::RelaySettings,
-    testing::{amqp_url, fresh_db, unique},
 };
 use lapin::{
     Channel, Connection, ExchangeKind,
-    options::{
-        BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
-        QueueDeleteOptions,
-    },
+    options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions},
     types::{AMQPValue, FieldTable},
 };
 use serde_json::json;
 use sqlx::PgPool;
+use testkit::{Doomed, amqp_url, count_until, fresh_db, unique};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -73,6 +70,8 @@ impl Relay {
 
 /// An exchange, and a queue bound to it with `routing_key` (none when `None`).
 struct Topology {
+    /// The exchange and queue: deleted when the topology goes, a failing test's too.
+    _names: Doomed,
     conn: Connection,
     ch: Channel,
     exchange: String,
@@ -82,8 +81,8 @@ struct Topology {
 async fn topology(routing_key: Option<&str>) -> Topology {
     let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
     let ch = conn.create_channel().await.unwrap();
-    let exchange = unique("test.relay.x");
-    let queue = unique("test.relay.q");
+    let names = Doomed::new();
+    let (exchange, queue) = (names.exchange("test.relay.x"), names.queue("test.relay.q"));
     ch.exchange_declare(
         exchange.as_str().into(),
         ExchangeKind::Direct,
@@ -104,7 +103,7 @@ async fn topology(routing_key: Option<&str>) -> Topology {
         .await
         .unwrap();
     }
-    Topology { conn, ch, exchange, queue }
+    Topology { _names: names, conn, ch, exchange, queue }
 }
 
 impl Topology {
@@ -118,25 +117,10 @@ impl Topology {
         out
     }
 
+    /// Closes the connection; the exchange and queue go with the names.
     async fn delete(self) {
-        self.ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-        self.ch.exchange_delete(self.exchange.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
         let _ = self.conn.close(200, "test done".into()).await;
     }
-}
-
-/// Polls `sql` (a single bigint) until it equals `want`, or fails the test after 30 s.
-async fn wait_for(pool: &PgPool, sql: &'static str, want: i64) {
-    let mut last = -1;
-    for _ in 0..600 {
-        // Runtime-checked: polls whichever count query the test passes.
-        last = sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap();
-        if last == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("`{sql}` stayed at {last}, expected {want}");
 }
 
 async fn enqueue(pool: &PgPool, ev: NewEvent) -> Uuid {
@@ -154,7 +138,7 @@ async fn a_published_message_carries_the_event_id_headers_and_content_type_and_i
         .with_headers(headers);
     let event_id = enqueue(&db.pool, ev).await;
     let relay = start(&db.pool, cfg());
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 1).await;
     let stats = relay.stop().await;
 
     let msgs = t.drain().await;
@@ -200,7 +184,7 @@ async fn an_unroutable_row_is_never_marked_published_and_fails_with_the_brokers_
     let t = topology(None).await;
     let event_id = enqueue(&db.pool, NewEvent::new("Lost", &t.exchange, "nowhere", b"{}".to_vec())).await;
     let relay = start(&db.pool, cfg());
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status <> 'pending'", 1).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status <> 'pending'", |c| c == 1).await;
     let stats = relay.stop().await;
 
     let row =
@@ -239,11 +223,18 @@ async fn one_bad_row_does_not_block_the_rows_behind_it() {
     }
     // Strict mode: one row claimed and in flight at a time, so a stuck bad row would stop all.
     let relay = start(&db.pool, RelaySettings { window: 1, batch: 1, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE event_type = 'Good' AND status = 'published'", 5).await;
-    wait_for(
+    count_until(
+        "relay",
+        &db.pool,
+        "SELECT count(*) FROM outbox WHERE event_type = 'Good' AND status = 'published'",
+        |c| c == 5,
+    )
+    .await;
+    count_until(
+        "relay",
         &db.pool,
         "SELECT count(*) FROM outbox WHERE event_type = 'Bad' AND status = 'failed' AND attempts = 1",
-        2,
+        |c| c == 2,
     )
     .await;
     let stats = relay.stop().await;
@@ -270,8 +261,8 @@ async fn a_missing_exchange_fails_its_row_without_stalling_the_others() {
         enqueue(&db.pool, NewEvent::new("Good", &t.exchange, "k", b"{}".to_vec())).await;
     }
     let relay = start(&db.pool, cfg());
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 20).await;
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'", 1).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 20).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'", |c| c == 1).await;
     relay.stop().await;
     let err = sqlx::query_scalar!("SELECT last_error FROM outbox WHERE event_id = $1", lost)
         .fetch_one(&db.pool)
@@ -289,7 +280,7 @@ async fn two_relays_over_2000_rows_publish_every_event_exactly_once() {
     bulk(&db.pool, &t.exchange, "bulk", 2000).await;
     let c = RelaySettings { window: 32, batch: 100, ..cfg() };
     let (a, b) = (start(&db.pool, c.clone()), start(&db.pool, c));
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2000).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 2000).await;
     let (sa, sb) = (a.stop().await, b.stop().await);
 
     let expected: HashSet<String> = sqlx::query_scalar::<_, Uuid>("SELECT event_id FROM outbox")
@@ -336,7 +327,7 @@ async fn an_expired_lease_from_a_crashed_relay_is_reclaimed_and_a_live_one_is_re
     .await
     .unwrap();
     let relay = start(&db.pool, cfg());
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 2).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 2).await;
     // Give the relay time to (wrongly) take the live lease too.
     tokio::time::sleep(Duration::from_millis(500)).await;
     relay.stop().await;
@@ -356,7 +347,8 @@ async fn shutdown_waits_for_confirms_in_flight_and_releases_the_unsent_leases() 
     bulk(&db.pool, &t.exchange, "k", 2000).await;
     // One claim leases every row and only 4 go out at a time, so most are unsent at the stop.
     let relay = start(&db.pool, RelaySettings { window: 4, batch: 2000, ..cfg() });
-    wait_for(&db.pool, "SELECT least(count(*), 5) FROM outbox WHERE status = 'published'", 5).await;
+    count_until("relay", &db.pool, "SELECT least(count(*), 5) FROM outbox WHERE status = 'published'", |c| c == 5)
+        .await;
     relay.stop().await;
 
     let published: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM outbox WHERE status = 'published'"#)
@@ -407,7 +399,7 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
     let t = topology(Some("k")).await;
     enqueue(&db.pool, NewEvent::new("Before", &t.exchange, "k", b"{}".to_vec())).await;
     let relay = start(&db.pool, cfg());
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 1).await;
     let instance: Uuid =
         sqlx::query_scalar!("SELECT instance FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
     // The management API lists a new connection a moment after it opens.
@@ -423,7 +415,7 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
     for _ in 0..5 {
         enqueue(&db.pool, NewEvent::new("After", &t.exchange, "k", b"{}".to_vec())).await;
     }
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 6).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 6).await;
     relay.stop().await;
     assert_eq!(t.drain().await.len(), 6);
     t.delete().await;
@@ -448,7 +440,7 @@ async fn confirmed_rows_are_marked_in_group_commits_not_one_commit_each() {
     let t = topology(Some("grouped")).await;
     bulk(&db.pool, &t.exchange, "grouped", 1000).await;
     let relay = start(&db.pool, RelaySettings { window: 64, batch: 200, mark_batch: 128, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 1000).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 1000).await;
     let stats = relay.stop().await;
     let (published, flushes) = (stats.published.load(Relaxed), stats.mark_flushes.load(Relaxed));
     assert_eq!(published, 1000);
@@ -464,7 +456,7 @@ async fn the_strict_mode_commits_each_mark_before_the_next_publish() {
     let t = topology(Some("strict")).await;
     bulk(&db.pool, &t.exchange, "strict", 50).await;
     let relay = start(&db.pool, RelaySettings { window: 1, batch: 10, mark_batch: 1, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 50).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 50).await;
     let stats = relay.stop().await;
     assert_eq!(stats.published.load(Relaxed), 50);
     assert_eq!(stats.mark_flushes.load(Relaxed), 50, "one commit per mark in the strict mode");
@@ -478,11 +470,12 @@ async fn unroutable_rows_are_failed_in_groups_with_the_brokers_reason_and_routab
     bulk(&db.pool, &t.exchange, "routed", 200).await;
     bulk(&db.pool, &t.exchange, "nowhere", 200).await;
     let relay = start(&db.pool, RelaySettings { max_attempts: 1, mark_batch: 64, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 200).await;
-    wait_for(
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 200).await;
+    count_until(
+        "relay",
         &db.pool,
         "SELECT count(*) FROM outbox WHERE status = 'failed' AND last_error LIKE 'returned by the broker: 312%'",
-        200,
+        |c| c == 200,
     )
     .await;
     let stats = relay.stop().await;
@@ -495,7 +488,7 @@ async fn unroutable_rows_are_failed_in_groups_with_the_brokers_reason_and_routab
 async fn the_heartbeat_reports_the_crash_duplicate_bound() {
     let db = fresh_db().await;
     let relay = start(&db.pool, RelaySettings { window: 16, mark_batch: 32, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'relay'", 1).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM heartbeats WHERE role = 'relay'", |c| c == 1).await;
     let detail: serde_json::Value =
         sqlx::query_scalar!("SELECT detail FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
     assert_eq!(detail["duplicate_bound"], 47, "window 16 + mark_batch 32 - 1: {detail}");
@@ -509,7 +502,7 @@ async fn marks_with_synchronous_commit_off_still_publish_and_mark_every_row() {
     let t = topology(Some("async")).await;
     bulk(&db.pool, &t.exchange, "async", 300).await;
     let relay = start(&db.pool, RelaySettings { synchronous_commit: false, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", 300).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 300).await;
     let stats = relay.stop().await;
     assert_eq!(stats.published.load(Relaxed), 300);
     assert_eq!(t.drain().await.len(), 300);
@@ -535,7 +528,7 @@ async fn on_several_channels_the_rows_of_one_routing_key_arrive_in_claim_order()
     }
     tx.commit().await.unwrap();
     let relay = start(&db.pool, RelaySettings { window: 128, channels: 3, batch: 200, ..cfg() });
-    wait_for(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", n as i64).await;
+    count_until("relay", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == n as i64).await;
     relay.stop().await;
 
     let msgs = t.drain().await;

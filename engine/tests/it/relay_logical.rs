@@ -15,22 +15,20 @@ use engine::{
     settings::{Capture, OrderKey, RelaySettings},
     sources::{
         Source,
-        actions::{self, Action, Actor},
+        actions::{self, Actor},
         mapping::Cols,
     },
-    testing::{amqp_url, fresh_db, unique},
 };
 use lapin::{
     Channel, Connection, ExchangeKind,
-    options::{
-        BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
-        QueueDeleteOptions,
-    },
+    options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions},
     types::FieldTable,
 };
 use rand::Rng;
 use serde_json::json;
 use sqlx::PgPool;
+use testkit::{Doomed, amqp_url, count_until, fresh_db};
+use types::RowAction;
 
 use super::relay::start;
 
@@ -39,6 +37,8 @@ fn cfg(order: OrderKey) -> RelaySettings {
 }
 
 struct Broker {
+    /// The exchange and queue: deleted when the broker fixture goes, a failing test's too.
+    _names: Doomed,
     conn: Connection,
     ch: Channel,
     exchange: String,
@@ -48,11 +48,12 @@ struct Broker {
 async fn broker(keys: &[&str]) -> Broker {
     let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
     let ch = conn.create_channel().await.unwrap();
-    let (exchange, queue) = (unique("test.stream.x"), unique("test.stream.q"));
+    let names = Doomed::new();
+    let (exchange, queue) = (names.exchange("test.stream.x"), names.queue("test.stream.q"));
     let opts = ExchangeDeclareOptions::default();
     ch.exchange_declare(exchange.as_str().into(), ExchangeKind::Direct, opts, FieldTable::default()).await.unwrap();
     ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
-    let b = Broker { conn, ch, exchange, queue };
+    let b = Broker { _names: names, conn, ch, exchange, queue };
     for k in keys {
         b.bind(k).await;
     }
@@ -76,9 +77,8 @@ impl Broker {
         out
     }
 
+    /// Closes the connection; the exchange and queue go with the names.
     async fn delete(self) {
-        self.ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-        self.ch.exchange_delete(self.exchange.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
         let _ = self.conn.close(200, "test done".into()).await;
     }
 }
@@ -134,19 +134,6 @@ async fn write_many(pool: PgPool, exchange: String, keys: usize) -> Vec<(i64, St
 async fn counter_table(pool: &PgPool) {
     // Runtime-checked: the test's own table.
     sqlx::raw_sql("CREATE TABLE public.key_counter (k text PRIMARY KEY, n int NOT NULL)").execute(pool).await.unwrap();
-}
-
-async fn wait_until(pool: &PgPool, what: &str, done: impl Fn(i64) -> bool, sql: &'static str) -> i64 {
-    let mut last = -1;
-    for _ in 0..600 {
-        // Runtime-checked: the count query each test passes.
-        last = sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap();
-        if done(last) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: `{sql}` stayed at {last}");
 }
 
 /// Each key's events as the consumer saw them: in commit order (by the key's counter, then
@@ -210,7 +197,7 @@ async fn each_key_arrives_in_commit_order_under_concurrent_writers_and_none_is_l
         }
     }
     let total = written.len() as i64;
-    wait_until(&db.pool, "all published", |n| n == total, "SELECT count(*) FROM outbox WHERE status = 'published'")
+    count_until("all published", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == total)
         .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let seen = b.drain().await;
@@ -242,7 +229,7 @@ async fn each_key_arrives_in_commit_order_under_concurrent_writers_and_none_is_l
     b.delete().await;
 }
 
-async fn slot_made(db: &engine::testing::TestDb) -> slot::SlotStatus {
+async fn slot_made(db: &testkit::TestDb) -> slot::SlotStatus {
     let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
     for _ in 0..200 {
         // A slot being made is listed before it has a position.
@@ -280,8 +267,8 @@ async fn a_refused_head_holds_its_key_only_and_its_retry_releases_the_key_in_ord
             written.insert(id, (rk.to_string(), i as i64));
         }
     }
-    wait_until(&db.pool, "ok published", |n| n == 3, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
-    wait_until(&db.pool, "the head failed", |n| n == 1, "SELECT count(*) FROM outbox WHERE status = 'failed'").await;
+    count_until("ok published", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 3).await;
+    count_until("the head failed", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'failed'", |c| c == 1).await;
     let rows = sqlx::query!(
         r#"SELECT id, status, attempts, stream_lsn IS NOT NULL AS "held!", last_error FROM outbox WHERE routing_key = 'nowhere' ORDER BY id"#
     )
@@ -305,11 +292,11 @@ async fn a_refused_head_holds_its_key_only_and_its_retry_releases_the_key_in_ord
     let _ = relay.handle.await;
     let relay = start(&db.pool, RelaySettings { max_attempts: 2, ..cfg(OrderKey::RoutingKey) });
     let late = write(&db.pool, &b.exchange, "nowhere", "nowhere", 1, 0).await[0];
-    wait_until(
-        &db.pool,
+    count_until(
         "the late event held",
-        |n| n == 1,
+        &db.pool,
         "SELECT count(*) FROM outbox WHERE stream_lsn IS NOT NULL AND id = (SELECT max(id) FROM outbox)",
+        |c| c == 1,
     )
     .await;
     let late_row =
@@ -324,9 +311,9 @@ async fn a_refused_head_holds_its_key_only_and_its_retry_releases_the_key_in_ord
     let actor = Actor { principal: &p, ip: None };
     let head = rows[0].id.to_string();
     let n =
-        actions::act_on_ids(&db.pool, &native_source(&db.pool), Action::Retry, &[head], None, &actor).await.unwrap();
+        actions::act_on_ids(&db.pool, &native_source(&db.pool), RowAction::Retry, &[head], None, &actor).await.unwrap();
     assert_eq!(n, 1);
-    wait_until(&db.pool, "all published", |n| n == 7, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
+    count_until("all published", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 7).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let seen = b.drain().await;
     let ids: Vec<i64> = seen.iter().map(|m| m["id"].as_i64().unwrap()).collect();
@@ -347,18 +334,18 @@ async fn a_relay_killed_mid_stream_loses_nothing_and_a_standby_takes_the_slot_ov
     let writer = tokio::spawn(write_many(db.pool.clone(), b.exchange.clone(), 7));
     // Whichever took the slot is killed mid-stream: its task dropped with confirms in flight and
     // marks unwritten, its database sessions (and the slot's lock) closed.
-    wait_until(&db.pool, "some published", |n| n >= 100, "SELECT count(*) FROM outbox WHERE status = 'published'")
+    count_until("some published", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c >= 100)
         .await;
     let (victim, survivor) = if first.stats.active.load(Relaxed) { (first, standby) } else { (standby, first) };
     victim.handle.abort();
     let _ = victim.handle.await;
     let written: HashMap<i64, (String, i64)> = writer.await.unwrap().into_iter().map(|(id, k)| (id, (k, 0))).collect();
     let total = written.len() as i64;
-    wait_until(
-        &db.pool,
+    count_until(
         "the standby published the rest",
-        |n| n == total,
+        &db.pool,
         "SELECT count(*) FROM outbox WHERE status = 'published'",
+        |c| c == total,
     )
     .await;
     assert!(survivor.stats.active.load(Relaxed), "the standby holds the slot");
@@ -387,18 +374,18 @@ async fn after_publish_delete_empties_the_table_and_a_kill_neither_loses_nor_res
     let lost = write(&db.pool, &b.exchange, "nowhere", "order-lost", 1, 0).await;
     let writer = tokio::spawn(write_many(db.pool.clone(), b.exchange.clone(), 5));
     // Rows leave the table as they are published; whichever relay streams is killed midway.
-    wait_until(
-        &db.pool,
+    count_until(
         "some deleted",
-        |n| n >= 100,
+        &db.pool,
         "SELECT (SELECT last_value FROM outbox_id_seq) - (SELECT count(*) FROM outbox)",
+        |c| c >= 100,
     )
     .await;
     let (victim, survivor) = if first.stats.active.load(Relaxed) { (first, standby) } else { (standby, first) };
     victim.handle.abort();
     let _ = victim.handle.await;
     let written: HashMap<i64, (String, i64)> = writer.await.unwrap().into_iter().map(|(id, k)| (id, (k, 0))).collect();
-    wait_until(&db.pool, "every routable row published and deleted", |n| n == 1, "SELECT count(*) FROM outbox").await;
+    count_until("every routable row published and deleted", &db.pool, "SELECT count(*) FROM outbox", |c| c == 1).await;
     let left: i64 = sqlx::query_scalar!(r#"SELECT id AS "id!" FROM outbox"#).fetch_one(&db.pool).await.unwrap();
     assert_eq!(left, lost[0], "only the refused event is left");
     assert!(survivor.stats.active.load(Relaxed), "the standby holds the slot");
@@ -453,7 +440,8 @@ async fn rows_written_before_the_slot_go_out_in_id_order_per_key() {
         ids.extend(write(&db.pool, &b.exchange, "orders", "one-hot-key", 1, 0).await);
     }
     let relay = start(&db.pool, cfg(OrderKey::RoutingKey));
-    wait_until(&db.pool, "all published", |n| n == 400, "SELECT count(*) FROM outbox WHERE status = 'published'").await;
+    count_until("all published", &db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'", |c| c == 400)
+        .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let seen: Vec<i64> = b.drain().await.iter().map(|m| m["id"].as_i64().unwrap()).collect();
     assert_eq!(seen, ids, "one key's backlog, in id order, once");
@@ -474,7 +462,7 @@ async fn console_actions_on_a_service_databases_outbox_change_its_rows_and_are_a
         sources::{self, query::Filter},
     };
     let own = fresh_db().await;
-    let svc = engine::testing::blank_db().await;
+    let svc = testkit::blank_db().await;
     install(&svc.pool).await.unwrap();
     // The same id (1) failed in both databases: only the service's may change.
     for pool in [&own.pool, &svc.pool] {
@@ -495,7 +483,7 @@ async fn console_actions_on_a_service_databases_outbox_change_its_rows_and_are_a
     let src = sources::open(&m, &own.pool).await.unwrap();
     let p = Principal { username: "olga".into(), role: Role::Operator };
     let actor = Actor { principal: &p, ip: None };
-    let n = actions::act_on_ids(&own.pool, &src, Action::Retry, &["1".into()], None, &actor).await.unwrap();
+    let n = actions::act_on_ids(&own.pool, &src, RowAction::Retry, &["1".into()], None, &actor).await.unwrap();
     assert_eq!(n, 1);
     let status = |pool: &PgPool| {
         let pool = pool.clone();
@@ -508,7 +496,7 @@ async fn console_actions_on_a_service_databases_outbox_change_its_rows_and_are_a
     assert_eq!(held, Some(0));
     // A frozen selection: archive everything pending in the service's outbox.
     let frozen =
-        actions::freeze(&own.pool, &src, &Filter::default(), Action::Archive, Some("retired"), &p).await.unwrap();
+        actions::freeze(&own.pool, &src, &Filter::default(), RowAction::Archive, Some("retired"), &p).await.unwrap();
     let n = actions::execute(&own.pool, std::slice::from_ref(&src), frozen.selection_id, &actor).await.unwrap();
     assert_eq!(n, 1);
     assert_eq!((status(&svc.pool).await, status(&own.pool).await), ("archived".to_string(), "failed".to_string()));

@@ -10,10 +10,9 @@ use engine::{
     settings::{MappedOutbox, RelaySettings},
     sources::{
         self, Source,
-        actions::{self, Action, Actor},
+        actions::{self, Actor},
         query::{self, Bucket, Filter},
     },
-    testing::{TestDb, amqp_url, blank_db, fresh_db, unique},
 };
 use lapin::{
     Channel, Connection,
@@ -21,8 +20,10 @@ use lapin::{
     types::FieldTable,
 };
 use sqlx::PgPool;
+use testkit::{Doomed, TestDb, amqp_url, blank_db, count_until, fresh_db, unique};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use types::RowAction;
 
 fn cfg() -> RelaySettings {
     RelaySettings { mark_batch: 32, ..super::relay::cfg() }
@@ -77,6 +78,8 @@ fn mapping(url: &str) -> MappedOutbox {
 }
 
 struct Setup {
+    /// The queue: deleted when the setup goes, a failing test's too.
+    _names: Doomed,
     own: TestDb,
     service: TestDb,
     source: Source,
@@ -92,9 +95,10 @@ async fn setup() -> Setup {
     let source = sources::open(&mapping(&service.url), &own.pool).await.unwrap();
     let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
     let ch = conn.create_channel().await.unwrap();
-    let queue = unique("test.mapped.q");
+    let names = Doomed::new();
+    let queue = names.queue("test.mapped.q");
     ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
-    Setup { own, service, source, conn, ch, queue }
+    Setup { _names: names, own, service, source, conn, ch, queue }
 }
 
 impl Setup {
@@ -109,8 +113,8 @@ impl Setup {
         seen
     }
 
+    /// Closes the connections; the queue goes with the names.
     async fn done(self) {
-        self.ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
         let _ = self.conn.close(200, "test done".into()).await;
         self.source.pool.close().await;
     }
@@ -142,24 +146,13 @@ async fn scalar(pool: &PgPool, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
-async fn wait_for(pool: &PgPool, sql: &'static str, want: i64) {
-    let mut last = -1;
-    for _ in 0..600 {
-        last = scalar(pool, sql).await;
-        if last == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("`{sql}` stayed at {last}, expected {want}");
-}
-
 #[tokio::test]
 async fn a_service_table_in_another_database_is_published_and_marked_its_way_with_its_own_event_ids() {
     let s = setup().await;
     let ids = insert_rows(&s.service.pool, &s.queue, 500).await;
     let relay = start(&s.own.pool, &s.source);
-    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 500).await;
+    count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 500)
+        .await;
     relay.stop().await;
     let unstamped = scalar(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado_em IS NULL").await;
     assert_eq!(unstamped, 0, "every published row has publicado_em");
@@ -186,8 +179,15 @@ async fn an_unroutable_row_fails_with_the_brokers_reason_and_the_console_retries
     insert_rows(&s.service.pool, "no.such.queue.anywhere", 1).await;
     insert_rows(&s.service.pool, &s.queue, 3).await;
     let relay = start(&s.own.pool, &s.source);
-    wait_for(&s.service.pool, "SELECT count(*) FROM revenant.relay_state WHERE status = 'failed'", 1).await;
-    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 3).await;
+    count_until(
+        "mapped relay",
+        &s.service.pool,
+        "SELECT count(*) FROM revenant.relay_state WHERE status = 'failed'",
+        |c| c == 1,
+    )
+    .await;
+    count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 3)
+        .await;
     let failed = Filter { bucket: Bucket::Failed, ..Filter::default() };
     let (rows, _) = query::list(&s.source, &failed, None, 50).await.unwrap();
     assert_eq!(rows.len(), 1);
@@ -202,7 +202,7 @@ async fn an_unroutable_row_fails_with_the_brokers_reason_and_the_console_retries
     relay.stop().await;
     let p = Principal { username: "olga".into(), role: Role::Operator };
     let actor = Actor { principal: &p, ip: Some("10.0.0.9") };
-    let n = actions::act_on_ids(&s.own.pool, &s.source, Action::Retry, std::slice::from_ref(&row.id), None, &actor)
+    let n = actions::act_on_ids(&s.own.pool, &s.source, RowAction::Retry, std::slice::from_ref(&row.id), None, &actor)
         .await
         .unwrap();
     assert_eq!(n, 1, "retry applies to the failed row");
@@ -211,12 +211,18 @@ async fn an_unroutable_row_fails_with_the_brokers_reason_and_the_console_retries
     assert_eq!((rows[0].attempts, rows[0].last_error.as_deref()), (0, None), "its attempts and error are reset");
     // The relay tries it again, and it fails again after max_attempts tries.
     let relay = start(&s.own.pool, &s.source);
-    wait_for(&s.service.pool, "SELECT count(*) FROM revenant.relay_state WHERE status = 'failed'", 1).await;
+    count_until(
+        "mapped relay",
+        &s.service.pool,
+        "SELECT count(*) FROM revenant.relay_state WHERE status = 'failed'",
+        |c| c == 1,
+    )
+    .await;
     relay.stop().await;
     let n = actions::act_on_ids(
         &s.own.pool,
         &s.source,
-        Action::Archive,
+        RowAction::Archive,
         std::slice::from_ref(&row.id),
         Some("route removed"),
         &actor,
@@ -244,13 +250,15 @@ async fn two_relays_on_one_table_publish_each_row_once_and_the_standby_takes_ove
     let mut ids = insert_rows(&s.service.pool, &s.queue, 1000).await;
     let a = start(&s.own.pool, &s.source);
     let b = start(&s.own.pool, &s.source);
-    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 1000).await;
+    count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 1000)
+        .await;
     let active = |r: &Running| r.stats.active.load(std::sync::atomic::Ordering::Relaxed);
     assert!(active(&a) ^ active(&b), "exactly one relay publishes the table");
     let (holder, standby) = if active(&a) { (a, b) } else { (b, a) };
     holder.stop().await;
     ids.extend(insert_rows(&s.service.pool, &s.queue, 200).await);
-    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 1200).await;
+    count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 1200)
+        .await;
     assert!(standby.stats.active.load(std::sync::atomic::Ordering::Relaxed), "the standby took over");
     standby.stop().await;
     let seen = s.drain().await;
@@ -326,7 +334,13 @@ async fn outbox_install_puts_revenants_schema_in_a_service_database_and_the_rela
         store::enqueue(&mut *tx, &NewEvent::new("invoice.issued", "", queue.as_str(), b"{}".to_vec())).await.unwrap();
     tx.commit().await.unwrap();
     let relay = start(&own.pool, &source);
-    wait_for(&service.pool, "SELECT count(*) FROM revenant.outbox WHERE status = 'published'", 1).await;
+    count_until(
+        "mapped relay",
+        &service.pool,
+        "SELECT count(*) FROM revenant.outbox WHERE status = 'published'",
+        |c| c == 1,
+    )
+    .await;
     relay.stop().await;
     let got = ch.basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true }).await.unwrap().expect("published");
     assert_eq!(got.properties.message_id().as_ref().map(|s| s.to_string()), Some(id.to_string()));
@@ -382,7 +396,8 @@ async fn a_mapped_relay_reconnects_after_the_broker_drops_its_connection_and_kee
     let s = setup().await;
     let mut ids = insert_rows(&s.service.pool, &s.queue, 50).await;
     let relay = start(&s.own.pool, &s.source);
-    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 50).await;
+    count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 50)
+        .await;
     let instance = sqlx::query_scalar!("SELECT instance FROM heartbeats WHERE role = 'relay'")
         .fetch_one(&s.own.pool)
         .await
@@ -397,7 +412,8 @@ async fn a_mapped_relay_reconnects_after_the_broker_drops_its_connection_and_kee
     }
     assert_eq!(killed, 1, "the mapped source's own connection was found and closed");
     ids.extend(insert_rows(&s.service.pool, &s.queue, 50).await);
-    wait_for(&s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", 100).await;
+    count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 100)
+        .await;
     relay.stop().await;
     let seen = s.drain().await;
     assert!(ids.iter().all(|id| seen.contains_key(id)), "every row reached the queue");

@@ -7,11 +7,9 @@ use std::{
     time::Duration,
 };
 
-use engine::{
-    outbox::relay::{self, RelayStats},
-    testing::{amqp_url, fresh_db, unique},
-};
+use engine::outbox::relay::{self, RelayStats};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use testkit::{amqp_url, fresh_db, unique};
 use tokio_util::sync::CancellationToken;
 
 use crate::pass_through::{pass_through, url_through};

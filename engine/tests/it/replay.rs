@@ -20,18 +20,18 @@ use engine::{
         publisher::{self, PublisherConfig},
     },
     settings::IngestSettings,
-    testing::{TestDb, amqp_url, fresh_db, unique},
 };
 use lapin::{
     BasicProperties, Channel, Connection, ExchangeKind,
     message::Delivery,
     options::{
         BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-        ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+        QueueBindOptions, QueueDeclareOptions,
     },
     types::{AMQPValue, FieldTable},
 };
 use sqlx::PgPool;
+use testkit::{Doomed, TestDb, amqp_url, fresh_db};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -43,8 +43,8 @@ pub struct Env {
     pub dlx: String,
     pub dlq: String,
     pub work: String,
-    queues: Vec<String>,
-    exchanges: Vec<String>,
+    /// The queues and exchanges made here: deleted when the `Env` goes, a failing test's too.
+    names: Doomed,
 }
 
 pub fn dead_lettering_into(dlx: &str) -> FieldTable {
@@ -59,16 +59,8 @@ impl Env {
         let conn = engine::amqp::connect(&amqp_url(), "revenant-test-replay").await.unwrap();
         let ch = conn.create_channel().await.unwrap();
         ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
-        let mut env = Self {
-            db,
-            conn,
-            ch,
-            dlx: String::new(),
-            dlq: String::new(),
-            work: String::new(),
-            queues: vec![],
-            exchanges: vec![],
-        };
+        let mut env =
+            Self { db, conn, ch, dlx: String::new(), dlq: String::new(), work: String::new(), names: Doomed::new() };
         env.dlx = env.exchange(ExchangeKind::Fanout).await;
         env.dlq = env.queue(FieldTable::default()).await;
         env.ch
@@ -91,18 +83,16 @@ impl Env {
 
     /// A uniquely named queue, deleted at the end.
     pub async fn queue(&mut self, args: FieldTable) -> String {
-        let name = unique("revenant-test.replay.q");
+        let name = self.names.queue("revenant-test.replay.q");
         self.ch.queue_declare(name.as_str().into(), QueueDeclareOptions::default(), args).await.unwrap();
-        self.queues.push(name.clone());
         name
     }
 
     /// A uniquely named exchange, deleted at the end.
     pub async fn exchange(&mut self, kind: ExchangeKind) -> String {
-        let name = unique("revenant-test.replay.x");
+        let name = self.names.exchange("revenant-test.replay.x");
         let opts = ExchangeDeclareOptions::default();
         self.ch.exchange_declare(name.as_str().into(), kind, opts, FieldTable::default()).await.unwrap();
-        self.exchanges.push(name.clone());
         name
     }
 
@@ -187,31 +177,22 @@ impl Env {
         ids
     }
 
+    /// Closes the connection; the queues and exchanges go with `names`.
     pub async fn delete(self) {
-        for q in &self.queues {
-            let _ = self.ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await;
-        }
-        for x in &self.exchanges {
-            let _ = self.ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await;
-        }
         let _ = self.conn.close(200, "test done".into()).await;
     }
 }
 
 /// Waits until `n` dead letters with an id above `after` are stored; their ids in order.
 pub async fn wait_for_new(pool: &PgPool, after: i64, n: usize) -> Vec<i64> {
-    let mut ids = Vec::new();
-    for _ in 0..300 {
-        ids = sqlx::query_scalar!("SELECT id FROM dead_letters WHERE id > $1 ORDER BY id", after)
+    testkit::eventually(&format!("{n} new dead letters"), Duration::from_secs(15), async || {
+        let ids = sqlx::query_scalar!("SELECT id FROM dead_letters WHERE id > $1 ORDER BY id", after)
             .fetch_all(pool)
             .await
             .unwrap();
-        if ids.len() >= n {
-            return ids;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("expected {n} new dead letters, found {}", ids.len());
+        if ids.len() >= n { Ok(ids) } else { Err(ids.len()) }
+    })
+    .await
 }
 
 pub fn simple(i: usize) -> (Vec<u8>, BasicProperties) {

@@ -112,7 +112,7 @@ async fn seed_one(pool: &PgPool, status: &str) -> i64 {
 
 #[tokio::test]
 async fn an_edit_that_changes_nothing_or_of_a_message_being_replayed_is_refused_and_not_audited() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let by = Principal { username: "omar".into(), role: Role::Operator };
     let id = seed_one(&db.pool, "awaiting").await;
     let same = edit::save_edit(&db.pool, &by, None, id, b"{}".to_vec(), json!({"a": 1}), None).await;

@@ -4,11 +4,12 @@ use engine::auth::{Principal, Role};
 use engine::settings::MappedOutbox;
 use engine::sources::{
     self, Source,
-    actions::{self, Action, ActionError, Actor},
+    actions::{self, ActionError, Actor},
     mapping::Cols,
     query::{self, At, Bucket, Filter},
 };
 use sqlx::PgPool;
+use types::RowAction;
 
 fn native(pool: &PgPool) -> Source {
     Source {
@@ -58,7 +59,7 @@ async fn audit_count(pool: &PgPool, action: &str) -> (i64, i64) {
 
 #[tokio::test]
 async fn keyset_pages_walk_every_pending_row_once_oldest_first() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 120, "order.created", "pending", 30).await;
     seed(&db.pool, 10, "order.created", "published", 30).await;
     let src = native(&db.pool);
@@ -83,7 +84,7 @@ async fn keyset_pages_walk_every_pending_row_once_oldest_first() {
 
 #[tokio::test]
 async fn next_then_previous_gives_back_the_same_outbox_rows_in_either_order() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 120, "order.created", "pending", 30).await;
     seed(&db.pool, 120, "order.created", "published", 30).await;
     let src = native(&db.pool);
@@ -108,7 +109,7 @@ async fn next_then_previous_gives_back_the_same_outbox_rows_in_either_order() {
 
 #[tokio::test]
 async fn each_filter_narrows_the_list() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 5, "order.created", "pending", 1).await;
     seed(&db.pool, 3, "order.paid", "pending", 120).await;
     seed(&db.pool, 2, "order.paid", "failed", 5).await;
@@ -135,7 +136,7 @@ async fn each_filter_narrows_the_list() {
 
 #[tokio::test]
 async fn counts_stop_at_the_cap_and_say_so() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, query::COUNT_CAP + 5, "bulk", "pending", 1).await;
     let c = query::count(&native(&db.pool), &Filter::default()).await.unwrap();
     assert!(c.capped);
@@ -144,7 +145,7 @@ async fn counts_stop_at_the_cap_and_say_so() {
 
 #[tokio::test]
 async fn retrying_picked_rows_resets_them_and_is_audited_once() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 3, "order.paid", "failed", 5).await;
     let src = native(&db.pool);
     let ids: Vec<String> = sqlx::query_scalar!(r#"SELECT id::text AS "id!" FROM outbox ORDER BY id LIMIT 2"#)
@@ -152,10 +153,16 @@ async fn retrying_picked_rows_resets_them_and_is_audited_once() {
         .await
         .unwrap();
     let p = op();
-    let n =
-        actions::act_on_ids(&db.pool, &src, Action::Retry, &ids, None, &Actor { principal: &p, ip: Some("10.1.1.1") })
-            .await
-            .unwrap();
+    let n = actions::act_on_ids(
+        &db.pool,
+        &src,
+        RowAction::Retry,
+        &ids,
+        None,
+        &Actor { principal: &p, ip: Some("10.1.1.1") },
+    )
+    .await
+    .unwrap();
     assert_eq!(n, 2);
     let pending = count!(
         &db.pool,
@@ -167,14 +174,14 @@ async fn retrying_picked_rows_resets_them_and_is_audited_once() {
 
 #[tokio::test]
 async fn archiving_without_a_reason_is_refused_and_changes_nothing() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 1, "order.paid", "pending", 5).await;
     let src = native(&db.pool);
     let ids: Vec<String> =
         sqlx::query_scalar!(r#"SELECT id::text AS "id!" FROM outbox"#).fetch_all(&db.pool).await.unwrap();
     let p = op();
     let err =
-        actions::act_on_ids(&db.pool, &src, Action::Archive, &ids, Some("  "), &Actor { principal: &p, ip: None })
+        actions::act_on_ids(&db.pool, &src, RowAction::Archive, &ids, Some("  "), &Actor { principal: &p, ip: None })
             .await
             .unwrap_err();
     assert!(matches!(err, ActionError::Invalid(_)));
@@ -185,14 +192,15 @@ async fn archiving_without_a_reason_is_refused_and_changes_nothing() {
 
 #[tokio::test]
 async fn a_bulk_action_acts_on_the_frozen_set_only_and_only_once() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 40, "order.paid", "failed", 5).await;
     seed(&db.pool, 7, "order.created", "failed", 5).await;
     let src = native(&db.pool);
     let all = vec![src.clone()];
     let f = Filter { bucket: Bucket::Failed, event_type: Some("order.paid".into()), ..Default::default() };
     let p = op();
-    let frozen = actions::freeze(&db.pool, &src, &f, Action::Archive, Some("poison: renamed field"), &p).await.unwrap();
+    let frozen =
+        actions::freeze(&db.pool, &src, &f, RowAction::Archive, Some("poison: renamed field"), &p).await.unwrap();
     assert_eq!(frozen.count, 40);
     // A row that starts matching after the freeze is not part of the set.
     seed(&db.pool, 1, "order.paid", "failed", 1).await;
@@ -251,7 +259,7 @@ async fn legacy_table(pool: &PgPool) {
 
 #[tokio::test]
 async fn an_existing_outbox_table_is_read_through_its_mapping() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     legacy_table(&db.pool).await;
     let m = seed_mapping("public.outbox_events");
     let src = Source {
@@ -277,7 +285,7 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
     let n = actions::act_on_ids(
         &db.pool,
         &src,
-        Action::Retry,
+        RowAction::Retry,
         &[rows[0].id.clone()],
         None,
         &Actor { principal: &p, ip: None },
@@ -297,7 +305,7 @@ async fn an_existing_outbox_table_is_read_through_its_mapping() {
 
 #[tokio::test]
 async fn a_mapping_that_names_a_missing_column_is_refused_by_name() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     legacy_table(&db.pool).await;
     let mut m = seed_mapping("outbox_events");
     m.type_column = "kind".into();
@@ -311,7 +319,7 @@ async fn a_mapping_that_names_a_missing_column_is_refused_by_name() {
 
 #[tokio::test]
 async fn a_row_is_found_by_its_event_id_in_any_state_and_a_foreign_id_finds_nothing() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 1, "order.created", "published", 5).await;
     seed(&db.pool, 1, "order.paid", "pending", 1).await;
     let src = native(&db.pool);

@@ -11,7 +11,6 @@ use std::{
 use engine::{
     audit::{self, AuditFilter},
     auth::{Principal, Role},
-    testing::{amqp_url, fresh_db},
     topology::{
         self, Check, Contract, Level, QueueReport, TopologyError, TopologyReport, Verdict,
         checks::{self, DEAD_LETTER_EXCHANGE, DEAD_LETTER_ROUTED, DEAD_LETTER_WATCHED, DURABLE},
@@ -24,6 +23,7 @@ use lapin::{
     options::{BasicConsumeOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions},
     types::{AMQPValue, FieldTable},
 };
+use testkit::{amqp_url, fresh_db};
 
 const PREFIX: &str = "revenant-t-topology-";
 
@@ -336,7 +336,7 @@ async fn contracts_set_from_the_console_are_audited_and_decide_the_level() {
 #[tokio::test]
 async fn a_topology_rule_fires_on_a_critical_queue_without_a_dead_letter_exchange() {
     use engine::alerts::{self, AlertSettings, TopologyProbe};
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let v = Vhost::new().await;
     v.queue("payments", true, &[]).await;
     v.until(&[], &[], "payments", |q| verdict(q, DEAD_LETTER_EXCHANGE).is_some()).await;

@@ -34,7 +34,7 @@ async fn archived(pool: &PgPool) -> i64 {
 
 #[tokio::test]
 async fn archiving_picked_messages_needs_a_reason_and_is_audited_once() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 3, "orders.dlq", "KeyError").await;
     let ids = ids_where(&db.pool, "true").await;
     let p = op();
@@ -51,7 +51,7 @@ async fn archiving_picked_messages_needs_a_reason_and_is_audited_once() {
 
 #[tokio::test]
 async fn a_bulk_archive_touches_only_the_frozen_set() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 25, "orders.dlq", "KeyError").await;
     seed(&db.pool, 5, "orders.dlq", "Timeout").await;
     let f = ListFilter { error_text: Some("keyerror".into()), ..Default::default() };
@@ -87,7 +87,7 @@ async fn ids_where(pool: &PgPool, cond: &str) -> Vec<i64> {
 
 #[tokio::test]
 async fn restoring_returns_archived_messages_to_awaiting_with_one_audit_entry() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 3, "orders.dlq", "KeyError").await;
     seed(&db.pool, 1, "orders.dlq", "Timeout").await;
     let ids = ids_where(&db.pool, "error_type = 'KeyError'").await;
@@ -105,7 +105,7 @@ async fn restoring_returns_archived_messages_to_awaiting_with_one_audit_entry() 
 
 #[tokio::test]
 async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_match_the_filter() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     seed(&db.pool, 5, "orders.dlq", "old-archived").await;
     seed(&db.pool, 3, "billing.dlq", "old-archived").await;
     seed(&db.pool, 2, "orders.dlq", "new-archived").await;
@@ -175,7 +175,7 @@ async fn a_purge_deletes_only_archived_messages_older_than_the_retention_that_ma
 
 #[tokio::test]
 async fn a_purge_bigger_than_a_batch_deletes_it_all_batch_by_batch() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let n = triage::PURGE_BATCH * 2 + 7;
     seed(&db.pool, n, "orders.dlq", "KeyError").await;
     sqlx::query!("UPDATE dead_letters SET status = 'archived', ingested_at = now() - interval '10 days'")

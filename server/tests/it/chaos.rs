@@ -25,7 +25,7 @@ fn events() -> i64 {
 }
 
 pub(crate) fn spawn(role: &str, db_url: &str, extra: &[(&str, &str)]) -> Running {
-    spawn_on(role, db_url, ("AMQP_URL", &engine::testing::amqp_url()), extra)
+    spawn_on(role, db_url, ("AMQP_URL", &testkit::amqp_url()), extra)
 }
 
 /// Where a spawned process's logs go: nowhere, or with `CHAOS_LOG=FILE` appended to FILE
@@ -95,7 +95,7 @@ pub(crate) fn kill9(child: &mut Child) {
 }
 
 pub(crate) async fn amqp() -> Connection {
-    Connection::connect(&engine::testing::amqp_url(), ConnectionProperties::default()).await.expect("amqp")
+    Connection::connect(&testkit::amqp_url(), ConnectionProperties::default()).await.expect("amqp")
 }
 
 pub(crate) async fn declare(conn: &Connection, name: &str) {
@@ -103,14 +103,6 @@ pub(crate) async fn declare(conn: &Connection, name: &str) {
     ch.queue_declare(name.into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default())
         .await
         .unwrap();
-}
-
-pub(crate) async fn wait_until(what: &str, deadline: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Reads every message on `queue` until `expected` distinct ids arrived; returns id → copies.
@@ -165,15 +157,15 @@ pub(crate) fn assert_all_once_within_bound(ids: &[String], seen: &HashMap<String
 async fn relay_crash_run(
     n: i64,
     extra: &[(&str, &str)],
-) -> (Vec<String>, HashMap<String, usize>, i64, engine::testing::TestDb) {
-    let db = engine::testing::fresh_db().await;
+) -> (Vec<String>, HashMap<String, usize>, i64, testkit::TestDb) {
+    let db = testkit::fresh_db().await;
     let conn = amqp().await;
-    let queue = engine::testing::unique("chaos.relay");
+    let queue = testkit::unique("chaos.relay");
     declare(&conn, &queue).await;
     let ids = enqueue_events(&db.pool, &queue, n).await;
     let mut relay = spawn("relay", &db.url, extra);
     let pool = db.pool.clone();
-    wait_until("some events published", Duration::from_secs(60), async || {
+    testkit::until("some events published", Duration::from_secs(60), async || {
         count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") >= n / 8
     })
     .await;
@@ -181,7 +173,7 @@ async fn relay_crash_run(
     let published_at_kill = count!(&db.pool, "SELECT count(*) FROM outbox WHERE status = 'published'");
     assert!(published_at_kill < n, "the relay finished before it was killed; the test proves nothing");
     let mut second = spawn("relay", &db.url, extra);
-    wait_until("every event published", Duration::from_secs(90 + n as u64 / 100), async || {
+    testkit::until("every event published", Duration::from_secs(90 + n as u64 / 100), async || {
         count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") == n
     })
     .await;
@@ -218,9 +210,9 @@ async fn a_strict_relay_killed_mid_stream_re_sends_at_most_one_event() {
 
 #[tokio::test]
 async fn an_ingester_killed_mid_stream_loses_no_dead_letter_and_stores_none_twice() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let conn = amqp().await;
-    let queue = engine::testing::unique("chaos.dlq");
+    let queue = testkit::unique("chaos.dlq");
     declare(&conn, &queue).await;
     let ch = conn.create_channel().await.unwrap();
     ch.confirm_select(Default::default()).await.unwrap();
@@ -240,14 +232,14 @@ async fn an_ingester_killed_mid_stream_loses_no_dead_letter_and_stores_none_twic
     let extra = [("REVENANT_INGEST_QUEUES", queue.as_str()), ("REVENANT_INGEST_PREFETCH", "100")];
     let mut ingester = spawn("ingest", &db.url, &extra);
     let pool = db.pool.clone();
-    wait_until("some dead letters stored", Duration::from_secs(60), async || {
+    testkit::until("some dead letters stored", Duration::from_secs(60), async || {
         count!(&pool, "SELECT count(*) FROM dead_letters") >= 300
     })
     .await;
     kill9(&mut ingester);
     assert!(count!(&db.pool, "SELECT count(*) FROM dead_letters") < n, "finished before the kill");
     let mut second = spawn("ingest", &db.url, &extra);
-    wait_until("every dead letter stored", Duration::from_secs(90), async || {
+    testkit::until("every dead letter stored", Duration::from_secs(90), async || {
         count!(&pool, "SELECT count(DISTINCT message_id) FROM dead_letters") == n
     })
     .await;
@@ -262,8 +254,8 @@ async fn an_ingester_killed_mid_stream_loses_no_dead_letter_and_stores_none_twic
 #[tokio::test]
 #[ignore = "restarts RabbitMQ; run alone: cargo test -p server --test it -- --ignored"]
 async fn a_relay_survives_a_rabbitmq_restart_without_losing_events() {
-    let db = engine::testing::fresh_db().await;
-    let queue = engine::testing::unique("chaos.restart");
+    let db = testkit::fresh_db().await;
+    let queue = testkit::unique("chaos.restart");
     {
         let conn = amqp().await;
         declare(&conn, &queue).await;
@@ -272,14 +264,14 @@ async fn a_relay_survives_a_rabbitmq_restart_without_losing_events() {
     let ids = enqueue_events(&db.pool, &queue, 3000).await;
     let mut relay = spawn("relay", &db.url, &[]);
     let pool = db.pool.clone();
-    wait_until("some events published", Duration::from_secs(60), async || {
+    testkit::until("some events published", Duration::from_secs(60), async || {
         count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") >= 300
     })
     .await;
     assert!(Command::new("rabbitmqctl").args(["-q", "stop_app"]).status().unwrap().success());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(Command::new("rabbitmqctl").args(["-q", "start_app"]).status().unwrap().success());
-    wait_until("every event published after the restart", Duration::from_secs(120), async || {
+    testkit::until("every event published after the restart", Duration::from_secs(120), async || {
         count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") == 3000
     })
     .await;
@@ -319,7 +311,7 @@ async fn readyz_stays_ready_without_rabbitmq_and_reports_the_broker_beside_it() 
         let body: serde_json::Value = http.get(format!("{relay_base}/readyz")).send().await.ok()?.json().await.ok()?;
         body["broker"].as_array()?.first()?["connected"].as_bool()
     };
-    wait_until("the relay connected", Duration::from_secs(60), async || connected().await == Some(true)).await;
+    testkit::until("the relay connected", Duration::from_secs(60), async || connected().await == Some(true)).await;
     assert!(Command::new("rabbitmqctl").args(["-q", "stop_app"]).status().unwrap().success());
     let mut lost = false;
     for _ in 0..50 {
@@ -337,6 +329,6 @@ async fn readyz_stays_ready_without_rabbitmq_and_reports_the_broker_beside_it() 
     assert_eq!(during, Some(reqwest::StatusCode::OK), "readyz stays 200 without the broker");
     assert!(metrics.contains("revenant_relay_connected 0"), "{metrics}");
     assert_eq!(web_status, Some(reqwest::StatusCode::OK));
-    wait_until("the relay reconnected", Duration::from_secs(60), async || connected().await == Some(true)).await;
+    testkit::until("the relay reconnected", Duration::from_secs(60), async || connected().await == Some(true)).await;
     kill9(&mut relay);
 }

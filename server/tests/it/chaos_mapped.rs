@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lapin::options::QueueDeleteOptions;
 
-use super::chaos::{BOUND, amqp, assert_all_once_within_bound, declare, drain_ids, kill9, spawn, wait_until};
+use super::chaos::{BOUND, amqp, assert_all_once_within_bound, declare, drain_ids, kill9, spawn};
 
 async fn published(pool: &sqlx::PgPool) -> i64 {
     // Runtime-checked: the service's own table, made by this test.
@@ -19,8 +19,8 @@ async fn published(pool: &sqlx::PgPool) -> i64 {
 
 #[tokio::test]
 async fn a_mapped_table_relay_killed_mid_stream_loses_no_row_and_its_standby_takes_over() {
-    let own = engine::testing::fresh_db().await;
-    let service = engine::testing::blank_db().await;
+    let own = testkit::fresh_db().await;
+    let service = testkit::blank_db().await;
     sqlx::raw_sql(
         "CREATE TABLE outbox_events (id serial PRIMARY KEY, evento_id varchar(64) UNIQUE NOT NULL,
             tipo varchar(100) NOT NULL, routing_key varchar(255) NOT NULL, payload text NOT NULL,
@@ -31,7 +31,7 @@ async fn a_mapped_table_relay_killed_mid_stream_loses_no_row_and_its_standby_tak
     .await
     .unwrap();
     let conn = amqp().await;
-    let queue = engine::testing::unique("chaos.mapped");
+    let queue = testkit::unique("chaos.mapped");
     declare(&conn, &queue).await;
     let n: i64 = 5_000;
     // Runtime-checked: the service's own table, made by this test.
@@ -46,7 +46,7 @@ async fn a_mapped_table_relay_killed_mid_stream_loses_no_row_and_its_standby_tak
     .await
     .unwrap();
     // The README's mapped-source example, plus relay = true.
-    let config = std::env::temp_dir().join(format!("{}.toml", engine::testing::unique("revenant-chaos-mapped")));
+    let config = std::env::temp_dir().join(format!("{}.toml", testkit::unique("revenant-chaos-mapped")));
     std::fs::write(
         &config,
         format!(
@@ -62,14 +62,16 @@ async fn a_mapped_table_relay_killed_mid_stream_loses_no_row_and_its_standby_tak
     let extra = [("REVENANT_CONFIG", path.as_str())];
     let mut first = spawn("relay", &own.url, &extra);
     let pool = service.pool.clone();
-    wait_until("some rows published", Duration::from_secs(60), async || published(&pool).await >= n / 8).await;
+    testkit::until("some rows published", Duration::from_secs(60), async || published(&pool).await >= n / 8).await;
     let mut standby = spawn("relay", &own.url, &extra);
     tokio::time::sleep(Duration::from_millis(500)).await;
     kill9(&mut first);
     let at_kill = published(&service.pool).await;
     assert!(at_kill < n, "the relay finished before it was killed; the test proves nothing");
-    wait_until("every row published by the standby", Duration::from_secs(120), async || published(&pool).await == n)
-        .await;
+    testkit::until("every row published by the standby", Duration::from_secs(120), async || {
+        published(&pool).await == n
+    })
+    .await;
     standby.kill().ok();
     standby.wait().ok();
     let seen = drain_ids(&conn, &queue, ids.len()).await;

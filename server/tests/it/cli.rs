@@ -57,7 +57,7 @@ fn a_bad_setting_in_the_config_file_is_refused_by_name() {
 /// `revenant user set-password` and `disable` / `enable` end the user's sessions, audited.
 #[tokio::test]
 async fn a_new_password_from_the_cli_ends_the_users_sessions() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let env = [
         ("DATABASE_URL", db.url.as_str()),
         ("AMQP_URL", "amqp://127.0.0.1:5672"),

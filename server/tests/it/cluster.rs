@@ -174,10 +174,7 @@ pub(crate) async fn stop_nodes_under_load(
     let mut stops = Vec::new();
     for k in 0..kills {
         let at = total * (k as i64 + 1) / (kills as i64 + 3);
-        crate::chaos::wait_until("progress before a node stop", Duration::from_secs(120), async || {
-            progress().await >= at
-        })
-        .await;
+        testkit::until("progress before a node stop", Duration::from_secs(120), async || progress().await >= at).await;
         let i = (first + k) % NODES.len();
         let node = NODES[i];
         let at_stop = progress().await;
@@ -185,7 +182,7 @@ pub(crate) async fn stop_nodes_under_load(
         let restart = StartAgain(node);
         let stopped = Instant::now();
         rabbitmqctl(node, &["stop_app"]);
-        crate::chaos::wait_until("progress through another node", Duration::from_secs(120), async || {
+        testkit::until("progress through another node", Duration::from_secs(120), async || {
             progress().await > at_stop + margin
         })
         .await;

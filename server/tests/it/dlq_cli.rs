@@ -5,7 +5,7 @@ use std::{process::Command, time::Duration};
 
 use lapin::{BasicProperties, options::BasicPublishOptions};
 
-use crate::chaos::{amqp, declare, kill9, spawn, wait_until};
+use crate::chaos::{amqp, declare, kill9, spawn};
 use crate::dlq_watch::work_and_dlq;
 
 fn run(db_url: &str, args: &[&str]) -> std::process::Output {
@@ -13,7 +13,7 @@ fn run(db_url: &str, args: &[&str]) -> std::process::Output {
         .arg("dlq")
         .args(args)
         .env("DATABASE_URL", db_url)
-        .env("AMQP_URL", engine::testing::amqp_url())
+        .env("AMQP_URL", testkit::amqp_url())
         .env_remove("REVENANT_CONFIG")
         .env_remove("REVENANT_MANAGEMENT_URL")
         .current_dir(std::env::temp_dir())
@@ -29,8 +29,8 @@ fn dlq(db_url: &str, args: &[&str]) -> String {
 
 #[tokio::test]
 async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
-    let db = engine::testing::fresh_db().await;
-    let queue = engine::testing::unique("revenant-test.cli-dlq");
+    let db = testkit::fresh_db().await;
+    let queue = testkit::unique("revenant-test.cli-dlq");
     let conn = amqp().await;
     let ch = conn.create_channel().await.unwrap();
     // A real dead-letter target: `add` starts it without `--force`.
@@ -72,8 +72,8 @@ async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
 
     let added = dlq(&db.url, &["add", &queue]);
     assert!(added.contains("now ingested"), "{added}");
-    wait_until("the queue's messages stored", Duration::from_secs(30), async || stored().await == 25).await;
-    wait_until("`dlq list` says a live ingester consumes it", Duration::from_secs(20), async || {
+    testkit::until("the queue's messages stored", Duration::from_secs(30), async || stored().await == 25).await;
+    testkit::until("`dlq list` says a live ingester consumes it", Duration::from_secs(20), async || {
         dlq(&db.url, &["list"]).lines().any(|l| l.starts_with(&queue) && l.contains("consumed now"))
     })
     .await;
@@ -91,9 +91,8 @@ async fn dlq_add_on_a_running_serve_ingests_the_queue_without_a_restart() {
 
 #[tokio::test]
 async fn dlq_add_refuses_a_queue_nothing_dead_letters_into_without_force_and_says_why() {
-    let db = engine::testing::fresh_db().await;
-    let (plain, dlq_q) =
-        (engine::testing::unique("revenant-test.cli-plain"), engine::testing::unique("revenant-test.cli-dlq"));
+    let db = testkit::fresh_db().await;
+    let (plain, dlq_q) = (testkit::unique("revenant-test.cli-plain"), testkit::unique("revenant-test.cli-dlq"));
     let conn = amqp().await;
     declare(&conn, &plain).await;
     let ch = conn.create_channel().await.unwrap();

@@ -8,7 +8,7 @@ use lapin::options::{BasicConsumeOptions, QueueDeclareOptions, QueueDeleteOption
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use serde_json::{Value, json};
 
-use crate::chaos::{amqp, wait_until};
+use crate::chaos::amqp;
 use crate::harness::{TestApp, spawn_app, spawn_app_with};
 
 /// Declares `work` dead-lettering into `dlq` through the default exchange.
@@ -50,8 +50,7 @@ async fn watched(app: &TestApp, queue: &str) -> (i64, i64) {
 #[tokio::test]
 async fn starting_a_queue_with_consumers_waits_for_its_name_typed_out_and_a_dead_letter_queue_starts_at_once() {
     let app = spawn_app().await;
-    let (work, dlq) =
-        (engine::testing::unique("revenant-test.watch-work"), engine::testing::unique("revenant-test.watch-dlq"));
+    let (work, dlq) = (testkit::unique("revenant-test.watch-work"), testkit::unique("revenant-test.watch-dlq"));
     let conn = amqp().await;
     let ch = conn.create_channel().await.unwrap();
     work_and_dlq(&ch, &work, &dlq).await;
@@ -65,7 +64,7 @@ async fn starting_a_queue_with_consumers_waits_for_its_name_typed_out_and_a_dead
         .await
         .unwrap();
     let http = reqwest::Client::new();
-    wait_until("the management API lists the consumer", Duration::from_secs(20), async || {
+    testkit::until("the management API lists the consumer", Duration::from_secs(20), async || {
         let listed =
             http.get("http://127.0.0.1:15672/api/consumers/%2F").basic_auth("guest", Some("guest")).send().await;
         let text = match listed {

@@ -203,7 +203,7 @@ async fn the_message_page_links_its_queue_in_the_management_ui_without_credentia
     let id = stored(&app, "orders dlq", b"{}", "awaiting", 1.0).await;
     let viewer = app.client(Some("viewer")).await;
     let html = viewer.get(format!("{}/dead-letters/{id}", app.base)).send().await.unwrap().text().await.unwrap();
-    let vhost = types::routes::encode(&engine::settings::vhost_of(&engine::testing::amqp_url()));
+    let vhost = types::routes::encode(&engine::settings::vhost_of(&testkit::amqp_url()));
     let link = format!("http://mq.example:15672/#/queues/{vhost}/orders%20dlq");
     assert!(html.contains(&format!("href=\"{link}\"")), "no {link} in {html}");
     assert!(!html.contains("s3cret"), "the management credentials reached the page");

@@ -8,7 +8,7 @@ pub const PASSWORD: &str = "test-password-1";
 
 pub struct TestApp {
     pub base: String,
-    pub db: engine::testing::TestDb,
+    pub db: testkit::TestDb,
     _stop: tokio_util::sync::CancellationToken,
 }
 
@@ -19,12 +19,12 @@ pub async fn spawn_app() -> TestApp {
 /// `spawn_app` with more settings, as environment variables; `$BASE` in a value becomes the
 /// app's own base URL (`http://127.0.0.1:port`).
 pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let mut env = HashMap::new();
     env.insert("DATABASE_URL".to_string(), db.url.clone());
-    env.insert("AMQP_URL".to_string(), engine::testing::amqp_url());
+    env.insert("AMQP_URL".to_string(), testkit::amqp_url());
     env.insert("REVENANT_BIND".to_string(), "127.0.0.1:0".to_string());
     // This instance runs no background role (only the router): say so, as `serve` would.
     for role in ["REVENANT_RELAY", "REVENANT_INGEST", "REVENANT_ALERTS", "REVENANT_REPLAY"] {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::chaos::{kill9, spawn, wait_until};
+use crate::chaos::{kill9, spawn};
 
 mod raw_amqp;
 mod tables;
@@ -88,11 +88,11 @@ async fn signed_in(base: &str) -> reqwest::Client {
 
 #[tokio::test]
 async fn hostile_frames_in_a_watched_dlq_are_stored_and_the_queue_keeps_flowing() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     engine::auth::create_user(&db.pool, "viewer", crate::harness::PASSWORD, engine::auth::Role::Viewer)
         .await
         .expect("user");
-    let vhost = engine::testing::unique("revenant-hostile");
+    let vhost = testkit::unique("revenant-hostile");
     let queue = "hostile.dlq";
     vhost_with_queue(&vhost, queue).await;
 
@@ -132,9 +132,10 @@ async fn hostile_frames_in_a_watched_dlq_are_stored_and_the_queue_keeps_flowing(
             .flatten()
             .unwrap_or(0)
     };
-    wait_until("every message stored", Duration::from_secs(60), async || stored().await == expected.len() as i64).await;
+    testkit::until("every message stored", Duration::from_secs(60), async || stored().await == expected.len() as i64)
+        .await;
     assert!(serve.try_wait().expect("serve").is_none(), "serve is still running");
-    wait_until("the DLQ drained", Duration::from_secs(20), async || queue_messages(&vhost, queue).await == Some(0))
+    testkit::until("the DLQ drained", Duration::from_secs(20), async || queue_messages(&vhost, queue).await == Some(0))
         .await;
 
     let rows: Vec<(i64, Option<String>, Option<String>)> =

@@ -1,12 +1,8 @@
 //! The real server on port 0 with its own database, driven over HTTP.
 
-/// A compile-checked `SELECT count(*) …` read as one number (sqlx types `count(*)` as
-/// nullable; no row count means 0).
-macro_rules! count {
-    ($pool:expr, $sql:literal $(, $arg:expr)* $(,)?) => {
-        sqlx::query_scalar!($sql $(, $arg)*).fetch_one($pool).await.unwrap().unwrap_or(0)
-    };
-}
+// `count!` (a compile-checked `SELECT count(*)`) and the rest of the test kit.
+#[macro_use]
+extern crate testkit;
 
 mod audit;
 mod chaos;

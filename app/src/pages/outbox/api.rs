@@ -213,8 +213,8 @@ pub async fn outbox_act(
     let principal = crate::guard::require(engine::auth::Role::Operator)?;
     let state = crate::state::app_state()?;
     let src = server::source(Some(&source))?;
-    let action = engine::sources::actions::Action::parse(&action)
-        .ok_or_else(|| AppError::Invalid(format!("unknown action `{action}`")))?;
+    let action =
+        types::RowAction::parse(&action).ok_or_else(|| AppError::Invalid(format!("unknown action `{action}`")))?;
     let ip = crate::guard::client_ip();
     let actor = engine::sources::actions::Actor { principal: &principal, ip: ip.as_deref() };
     engine::sources::actions::act_on_ids(&state.pool, &src, action, &ids, reason.as_deref(), &actor)
@@ -232,8 +232,8 @@ pub async fn outbox_freeze(
     let state = crate::state::app_state()?;
     let src = server::source(q.source.as_deref())?;
     let f = server::filter(&q)?;
-    let act = engine::sources::actions::Action::parse(&action)
-        .ok_or_else(|| AppError::Invalid(format!("unknown action `{action}`")))?;
+    let act =
+        types::RowAction::parse(&action).ok_or_else(|| AppError::Invalid(format!("unknown action `{action}`")))?;
     let frozen = engine::sources::actions::freeze(&state.pool, &src, &f, act, reason.as_deref(), &principal)
         .await
         .map_err(server::action_error)?;

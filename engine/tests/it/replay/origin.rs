@@ -11,7 +11,7 @@ use lapin::{
 };
 
 use super::{Env, Ingest, Publisher, alice, wait_for_new, wait_plan};
-use engine::testing::amqp_url;
+use testkit::amqp_url;
 
 #[tokio::test]
 async fn the_default_replay_reaches_only_the_origin_queue_not_its_siblings() {

@@ -3,9 +3,9 @@
 use engine::{
     dead_letter::store::{self, ListFilter},
     replay::{CreatePlan, ReplayError, Selection, Target, plan, preview::preview, progress},
-    testing::amqp_url,
 };
 use lapin::ExchangeKind;
+use testkit::amqp_url;
 
 use super::{Env, Publisher, alice, simple, statuses, wait_plan};
 
@@ -25,8 +25,7 @@ async fn a_preview_counts_the_messages_and_checks_each_target_on_the_broker() {
     assert_eq!((t.exchange.as_str(), t.routing_key.as_str(), t.count), ("", env.work.as_str(), 3));
     assert_eq!((t.exists, t.queue.as_deref(), t.consumers), (Some(true), Some(env.work.as_str()), Some(0)));
 
-    let missing =
-        Target::Exchange { exchange: engine::testing::unique("revenant-test.missing"), routing_key: "k".into() };
+    let missing = Target::Exchange { exchange: testkit::unique("revenant-test.missing"), routing_key: "k".into() };
     let p = preview(env.pool(), &amqp_url(), &Selection::Ids(ids.clone()), &missing).await.unwrap();
     assert_eq!((p.count, p.targets[0].exists, p.targets[0].consumers), (3, Some(false), None));
     let x = env.exchange(ExchangeKind::Direct).await;
@@ -150,8 +149,7 @@ async fn an_unroutable_target_fails_items_with_no_route_and_the_dead_letters_awa
         plan::create(env.pool(), &alice(), None, &CreatePlan::new(Selection::Ids(ids.clone()), target)).await.unwrap();
     // And a missing exchange, which must not take the first plan's channel down with it.
     let more = env.dead_letters(1, |_| simple(7)).await;
-    let missing =
-        Target::Exchange { exchange: engine::testing::unique("revenant-test.missing"), routing_key: "k".into() };
+    let missing = Target::Exchange { exchange: testkit::unique("revenant-test.missing"), routing_key: "k".into() };
     let q = plan::create(env.pool(), &alice(), None, &CreatePlan::new(Selection::Ids(more.clone()), missing))
         .await
         .unwrap();

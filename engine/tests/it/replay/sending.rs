@@ -212,7 +212,7 @@ async fn the_rate_limit_spaces_the_messages_of_a_plan() {
 
 #[tokio::test]
 async fn the_replay_publisher_reports_itself_in_heartbeats_and_says_when_it_stopped() {
-    let db = engine::testing::fresh_db().await;
+    let db = testkit::fresh_db().await;
     let publisher = Publisher::start(&db.pool);
     let mut detail = None;
     for _ in 0..200 {

@@ -1,15 +1,13 @@
 //! A replayed message that dies again: lineage, the timeline, and the auto-pause brake.
 
-use engine::{
-    replay::{
-        CreatePlan, Selection, Target,
-        lineage::{self, Event},
-        plan,
-        preview::preview,
-    },
-    testing::amqp_url,
+use engine::replay::{
+    CreatePlan, Selection, Target,
+    lineage::{self, Event},
+    plan,
+    preview::preview,
 };
 use lapin::types::AMQPValue;
+use testkit::amqp_url;
 
 use super::{Env, Ingest, Publisher, alice, dead_lettering_into, simple, wait_for_new, wait_plan};
 

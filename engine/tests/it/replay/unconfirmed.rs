@@ -28,7 +28,7 @@ async fn a_confirm_that_never_comes_leaves_the_item_unconfirmed_then_it_is_sent_
     let p = plan::create(env.pool(), &alice(), None, &req).await.unwrap();
 
     let (port, frozen) = pass_through().await;
-    let url = engine::testing::amqp_url().replace("127.0.0.1:5672", &format!("127.0.0.1:{port}"));
+    let url = testkit::amqp_url().replace("127.0.0.1:5672", &format!("127.0.0.1:{port}"));
     let cfg = PublisherConfig { confirm_timeout: Duration::from_millis(800), ..fast() };
     let window = cfg.window;
     let (stats, token) = (Arc::new(ReplayStats::default()), CancellationToken::new());

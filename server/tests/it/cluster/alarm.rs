@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use engine::replay::{CreatePlan, Selection, Target, plan, progress};
 
 use super::{NODES, declare_quorum, delete_queue, http, rabbitmqctl, require_cluster, urls_from};
-use crate::chaos::{BOUND, assert_all_once_within_bound, drain_ids, spawn_on, wait_until};
+use crate::chaos::{BOUND, assert_all_once_within_bound, drain_ids, spawn_on};
 
 /// How long the alarm lasts: 30 s in the test command (twice the replay's confirm timeout,
 /// fifteen times the relay's here); `ALARM_SECS=180` for the longer run.
@@ -83,9 +83,9 @@ fn sample(metrics: &str, name: &str) -> Option<(String, f64)> {
 #[ignore = "needs the cluster (scripts/cluster up) and raises a memory alarm; scripts/test runs it alone"]
 async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lose_fail_and_pile_up_nothing() {
     require_cluster().await;
-    let db = engine::testing::fresh_db().await;
-    let events_q = engine::testing::unique("alarm.relay");
-    let replay_q = engine::testing::unique("alarm.replay");
+    let db = testkit::fresh_db().await;
+    let events_q = testkit::unique("alarm.relay");
+    let replay_q = testkit::unique("alarm.replay");
     declare_quorum(0, &events_q, &[]).await;
     declare_quorum(0, &replay_q, &[]).await;
     // A service writing events (1 000/s in groups of 100) until 5 s into the alarm, so the
@@ -138,7 +138,7 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     let serve = spawn_on("serve", &db.url, ("AMQP_URLS", &urls_from(0)), &roles);
     let base = format!("http://{bind}");
     let web = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    wait_until("the console answers", Duration::from_secs(60), async || {
+    testkit::until("the console answers", Duration::from_secs(60), async || {
         web.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success())
     })
     .await;
@@ -150,14 +150,14 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     let pool = db.pool.clone();
     let published = async || count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'");
     let sent = async || progress::get(&pool, p.id).await.unwrap().sent;
-    wait_until("both roles under way", Duration::from_secs(120), async || {
+    testkit::until("both roles under way", Duration::from_secs(120), async || {
         published().await >= 2_000 && sent().await >= items / 20
     })
     .await;
 
     let alarm = ClearAlarm::raise(NODES[1]);
     let raised = Instant::now();
-    wait_until("both roles report the block in /metrics", Duration::from_secs(20), async || {
+    testkit::until("both roles report the block in /metrics", Duration::from_secs(20), async || {
         let m = metrics().await;
         ["revenant_relay_blocked", "revenant_replay_blocked"]
             .iter()
@@ -186,12 +186,12 @@ async fn cluster_a_memory_alarm_blocks_relay_and_replay_which_wait_it_out_and_lo
     let unconfirmed_during = count!(&pool, "SELECT count(*) FROM replay_items WHERE status = 'unconfirmed'");
     drop(alarm);
     let lifted = Instant::now();
-    wait_until("every event published and the plan done", Duration::from_secs(240), async || {
+    testkit::until("every event published and the plan done", Duration::from_secs(240), async || {
         published().await == n && progress::get(&pool, p.id).await.unwrap().status == "done"
     })
     .await;
     let resumed_in = lifted.elapsed();
-    wait_until("the block is gone from /metrics and the heartbeats", Duration::from_secs(20), async || {
+    testkit::until("the block is gone from /metrics and the heartbeats", Duration::from_secs(20), async || {
         let m = metrics().await;
         let clear = ["revenant_relay_blocked", "revenant_replay_blocked"]
             .iter()

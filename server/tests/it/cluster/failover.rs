@@ -13,7 +13,7 @@ use super::{
     NODES, connect, connection_nodes, declare_quorum, delete_queue, kills, quorum_state, recoveries, require_cluster,
     stop_nodes_under_load, urls_from,
 };
-use crate::chaos::{BOUND, assert_all_once_within_bound, drain_ids, spawn_on, wait_until};
+use crate::chaos::{BOUND, assert_all_once_within_bound, drain_ids, spawn_on};
 
 /// Events per relay run: 20 000; `CLUSTER_EVENTS` for a longer run.
 fn events() -> i64 {
@@ -53,8 +53,8 @@ async fn assert_moved(prefix: &str, stopped_last: usize) {
 #[ignore = "needs the cluster (scripts/cluster up) and stops its nodes; scripts/test runs it alone"]
 async fn cluster_a_relay_keeps_publishing_to_a_quorum_queue_while_its_node_stops() {
     require_cluster().await;
-    let db = engine::testing::fresh_db().await;
-    let queue = engine::testing::unique("cluster.relay");
+    let db = testkit::fresh_db().await;
+    let queue = testkit::unique("cluster.relay");
     // The queue's leader and the relay's first connection are both on rvn1, the node stopped.
     declare_quorum(0, &queue, &[]).await;
     let n = events();
@@ -73,7 +73,7 @@ async fn cluster_a_relay_keeps_publishing_to_a_quorum_queue_while_its_node_stops
     let pool = db.pool.clone();
     let published = async || count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'");
     let stops = stop_nodes_under_load(0, n, BOUND as i64, published).await;
-    wait_until("every event published", Duration::from_secs(180), async || {
+    testkit::until("every event published", Duration::from_secs(180), async || {
         count!(&pool, "SELECT count(*) FROM outbox WHERE status = 'published'") == n
     })
     .await;
@@ -102,9 +102,9 @@ async fn cluster_a_relay_keeps_publishing_to_a_quorum_queue_while_its_node_stops
 #[ignore = "needs the cluster (scripts/cluster up) and stops its nodes; scripts/test runs it alone"]
 async fn cluster_an_ingester_keeps_storing_a_quorum_dlq_while_its_node_stops() {
     require_cluster().await;
-    let db = engine::testing::fresh_db().await;
-    let dlq = engine::testing::unique("cluster.dlq");
-    let work = engine::testing::unique("cluster.work");
+    let db = testkit::fresh_db().await;
+    let dlq = testkit::unique("cluster.dlq");
+    let work = testkit::unique("cluster.work");
     declare_quorum(1, &dlq, &[]).await;
     declare_quorum(
         0,
@@ -149,7 +149,8 @@ async fn cluster_an_ingester_keeps_storing_a_quorum_dlq_while_its_node_stops() {
         c.close(200, "".into()).await.ok();
         depth as usize
     };
-    wait_until("every rejected message dead-lettered", Duration::from_secs(60), async || dlq_depth().await == n).await;
+    testkit::until("every rejected message dead-lettered", Duration::from_secs(60), async || dlq_depth().await == n)
+        .await;
     conn.close(200, "filled".into()).await.ok();
 
     let started = Instant::now();
@@ -163,7 +164,7 @@ async fn cluster_an_ingester_keeps_storing_a_quorum_dlq_while_its_node_stops() {
     let stored = async || count!(&pool, "SELECT count(*) FROM dead_letters");
     // Deliveries acked after their commit; the unacked ones come back through another node.
     let stops = stop_nodes_under_load(1, n as i64, 200, stored).await;
-    wait_until("every dead letter stored", Duration::from_secs(180), async || {
+    testkit::until("every dead letter stored", Duration::from_secs(180), async || {
         count!(&pool, "SELECT count(DISTINCT message_id) FROM dead_letters") == n as i64
     })
     .await;
@@ -197,8 +198,8 @@ async fn cluster_an_ingester_keeps_storing_a_quorum_dlq_while_its_node_stops() {
 #[ignore = "needs the cluster (scripts/cluster up) and stops its nodes; scripts/test runs it alone"]
 async fn cluster_a_replay_keeps_sending_to_a_quorum_queue_while_its_node_stops() {
     require_cluster().await;
-    let db = engine::testing::fresh_db().await;
-    let target = engine::testing::unique("cluster.replay");
+    let db = testkit::fresh_db().await;
+    let target = testkit::unique("cluster.replay");
     declare_quorum(2, &target, &[]).await;
     let n: i64 = 10_000;
     let ids: Vec<i64> = sqlx::query_scalar!(
@@ -226,7 +227,7 @@ async fn cluster_a_replay_keeps_sending_to_a_quorum_queue_while_its_node_stops()
     let mut serve = spawn_on("serve", &db.url, ("AMQP_URLS", &urls_from(2)), &roles);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().unwrap();
     let base = format!("http://{bind}");
-    wait_until("the console answers", Duration::from_secs(60), async || {
+    testkit::until("the console answers", Duration::from_secs(60), async || {
         http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success())
     })
     .await;
@@ -264,7 +265,7 @@ async fn cluster_a_replay_keeps_sending_to_a_quorum_queue_while_its_node_stops()
     let window = engine::replay::publisher::PublisherConfig::default();
     let bound = engine::replay::marks::duplicate_bound(window.window, &window);
     let stops = stop_nodes_under_load(2, n, bound as i64, sent).await;
-    wait_until("the plan done", Duration::from_secs(180), async || {
+    testkit::until("the plan done", Duration::from_secs(180), async || {
         progress::get(&pool, p.id).await.unwrap().status == "done"
     })
     .await;

@@ -215,7 +215,7 @@ pub async fn delete(conn: &Connection, names: &Names) -> anyhow::Result<u64> {
                 dropped += u64::from(n);
                 tracing::info!(%queue, messages = n, "demo queue deleted");
             }
-            Err(e) if crate::amqp::is_not_found(&e) => tracing::debug!(%queue, "demo queue already gone"),
+            Err(e) if engine::amqp::is_not_found(&e) => tracing::debug!(%queue, "demo queue already gone"),
             Err(e) => return Err(e).with_context(|| format!("cannot delete queue {queue}")),
         }
         let _ = ch.close(200, "demo reset".into()).await;
@@ -224,7 +224,7 @@ pub async fn delete(conn: &Connection, names: &Names) -> anyhow::Result<u64> {
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         match ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default()).await {
             Ok(()) => tracing::info!(%exchange, "demo exchange deleted"),
-            Err(e) if crate::amqp::is_not_found(&e) => tracing::debug!(%exchange, "demo exchange already gone"),
+            Err(e) if engine::amqp::is_not_found(&e) => tracing::debug!(%exchange, "demo exchange already gone"),
             Err(e) => return Err(e).with_context(|| format!("cannot delete exchange {exchange}")),
         }
         let _ = ch.close(200, "demo reset".into()).await;

@@ -46,7 +46,7 @@ pub async fn run_with(
     service::ensure_table(&pool).await.context("cannot create the demo table public.demo_orders")?;
     // Declared before the first event is written, so the relay never finds the exchange
     // missing, and a wrong AMQP_URL fails here rather than in a background task.
-    let conn = crate::amqp::connect(&amqp_url, "revenant-demo-setup").await?;
+    let conn = engine::amqp::connect(&amqp_url, "revenant-demo-setup").await?;
     let declared = async {
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         topology::declare(&ch, &names).await
@@ -116,7 +116,7 @@ pub async fn reset(pool: &PgPool, amqp_url: &str) -> anyhow::Result<ResetSummary
 /// `queue_samples` of the demo's queues. The audit log is append-only and keeps whatever
 /// operators did to demo messages.
 pub async fn reset_with(pool: &PgPool, amqp_url: &str, names: &Names) -> anyhow::Result<ResetSummary> {
-    let conn = crate::amqp::connect(amqp_url, "revenant-demo-reset").await?;
+    let conn = engine::amqp::connect(amqp_url, "revenant-demo-reset").await?;
     let deleted = topology::delete(&conn, names).await;
     let _ = conn.close(200, "demo reset".into()).await;
     let mut summary = ResetSummary { broker_messages: deleted?, ..Default::default() };

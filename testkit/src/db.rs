@@ -1,4 +1,4 @@
-//! Test harness: a fresh, migrated database per test, and leftovers swept at start.
+//! A fresh, migrated database per test, dropped with the test; leftovers swept at start.
 //!
 //! Tests use `TEST_DATABASE_URL` (default: the local `postgres` database) only to create
 //! and drop their own databases, named `revenant_t_<uuid>`.
@@ -16,10 +16,6 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 pub fn admin_url() -> String {
     std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-pub fn amqp_url() -> String {
-    std::env::var("TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
 pub struct TestDb {
@@ -69,8 +65,8 @@ async fn template(admin: &mut PgConnection) -> String {
             // Runtime-checked: names made at run time.
             sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *admin).await.expect("create the test template");
         }
-        let pool = crate::db::connect(&with_db(&admin_url(), &building), 2).await.expect("connect to the template");
-        crate::db::migrate(&pool).await.expect("migrate the test template");
+        let pool = engine::db::connect(&with_db(&admin_url(), &building), 2).await.expect("connect to the template");
+        engine::db::migrate(&pool).await.expect("migrate the test template");
         pool.close().await;
         // Runtime-checked: names made at run time.
         sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE \"{building}\" RENAME TO \"{name}\"")))
@@ -98,7 +94,7 @@ async fn sweep(admin: &mut PgConnection) {
     .await
     .unwrap_or_default();
     for name in old {
-        crate::outbox::logical::slots::drop_all_of(admin, &name).await;
+        engine::outbox::logical::slots::drop_all_of(admin, &name).await;
         // Runtime-checked: DROP DATABASE of a name found at run time.
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
             .execute(&mut *admin)
@@ -138,7 +134,7 @@ async fn new_db(migrated: bool) -> TestDb {
     }
     let _ = conn.close().await;
     let url = with_db(&admin, &name);
-    let pool = crate::db::connect(&url, 10).await.expect("connect to test database");
+    let pool = engine::db::connect(&url, 10).await.expect("connect to test database");
     TestDb { pool, url, name }
 }
 
@@ -165,7 +161,7 @@ impl Drop for TestDb {
             rt.block_on(async {
                 let drop = async {
                     let mut conn = PgConnection::connect(&admin).await.ok()?;
-                    crate::outbox::logical::slots::drop_all_of(&mut conn, &name).await;
+                    engine::outbox::logical::slots::drop_all_of(&mut conn, &name).await;
                     // Runtime-checked: DROP DATABASE of a name made at run time.
                     let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
                     sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.ok()
@@ -200,9 +196,4 @@ async fn waits(admin: &str) -> String {
     .await
     .unwrap_or_default();
     rows.join("; ")
-}
-
-/// A unique name for a queue or exchange in a test.
-pub fn unique(prefix: &str) -> String {
-    format!("{prefix}.{}", uuid::Uuid::new_v4().simple())
 }

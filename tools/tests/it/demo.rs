@@ -6,13 +6,7 @@ use std::time::Duration;
 
 use engine::{
     dead_letter::{Received, store as dl_store},
-    demo::{
-        self, DemoError, Names,
-        service::{self, Plan, Shape, Step},
-        topology::{self, DemoQueue},
-    },
     outbox::store::{NewEvent, StoreError, enqueue},
-    testing::{amqp_url, fresh_db, unique},
 };
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ExchangeKind,
@@ -23,7 +17,13 @@ use lapin::{
     types::{AMQPValue, FieldTable},
 };
 use sqlx::PgPool;
+use testkit::{amqp_url, fresh_db, unique};
 use tokio_util::sync::CancellationToken;
+use tools::demo::{
+    self, DemoError, Names,
+    service::{self, Plan, Shape, Step},
+    topology::{self, DemoQueue},
+};
 
 async fn broker() -> (Connection, Channel, Names) {
     let conn = engine::amqp::connect(&amqp_url(), "revenant-test-demo").await.unwrap();

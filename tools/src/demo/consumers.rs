@@ -27,7 +27,7 @@ use super::{
     behaviour::{self, Action, Incoming},
     topology::{self, DemoQueue, Names},
 };
-use crate::amqp::confirm::{self, Outcome};
+use engine::amqp::confirm::{self, Outcome};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
@@ -58,7 +58,7 @@ pub async fn run(amqp_url: String, names: Names, started: Instant, shutdown: Can
 }
 
 async fn run_once(url: &str, names: &Names, started: Instant, shutdown: &CancellationToken) -> anyhow::Result<()> {
-    let conn = crate::amqp::connect(url, "revenant-demo-consumers").await?;
+    let conn = engine::amqp::connect(url, "revenant-demo-consumers").await?;
     let result = consume_all(&conn, names, started, shutdown).await;
     let _ = conn.close(200, "revenant demo stopping".into()).await;
     result
@@ -221,7 +221,7 @@ async fn republish(
         .basic_publish(names.dlx().into(), queue.as_str().into(), opts, &d.data, props)
         .await
         .context("publish to the DLX refused")?;
-    // The outcome as the relay and replay decide it (crate::amqp::confirm).
+    // The outcome as the relay and replay decide it (engine::amqp::confirm).
     match confirm::settle(Ok(confirm.await)) {
         Outcome::Acked => Ok(()),
         Outcome::Refused { reason, .. } | Outcome::Unknown { reason, .. } => anyhow::bail!("{reason}"),

@@ -12,11 +12,13 @@
 //! exactly those and the rows Revenant stored about them, nothing else.
 
 pub mod behaviour;
+pub mod command;
 pub mod consumers;
 pub mod run;
 pub mod service;
 pub mod topology;
 
+pub use command::command;
 pub use run::{DEFAULT_RATE_PER_SEC, ResetSummary, reset, reset_with, run, run_with};
 pub use topology::{DEMO_DLQS, Names};
 
@@ -25,7 +27,7 @@ pub enum DemoError {
     #[error("invalid demo prefix `{0}`: letters, digits, '-', '_' and '.' only, at most 100")]
     InvalidPrefix(String),
     #[error(transparent)]
-    Outbox(#[from] crate::outbox::store::StoreError),
+    Outbox(#[from] engine::outbox::store::StoreError),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }

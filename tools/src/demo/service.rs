@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{DemoError, topology::Names};
-use crate::outbox::store::{self, NewEvent};
+use engine::outbox::store::{self, NewEvent};
 
 /// Schema-qualified: every Revenant connection puts `revenant` first on its search_path.
 pub const TABLE: &str = "public.demo_orders";

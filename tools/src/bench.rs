@@ -51,10 +51,9 @@ pub enum BenchCommand {
         /// Seconds of the commit-to-confirm latency run at half the peak rate (0 skips it).
         #[arg(long, default_value_t = 10)]
         latency_secs: u64,
-        /// `revenant` (Revenant's own outbox) or `mapped` (a service's own table, made in the
-        /// throwaway database, relayed through its mapping).
-        #[arg(long, default_value = "revenant")]
-        source: String,
+        /// Which outbox the relay reads (a bench never publishes a declared source's rows).
+        #[arg(long, value_enum, default_value_t = relay::BenchSource::Revenant)]
+        source: relay::BenchSource,
         /// Quorum queues instead of classic ones (for a cluster: `AMQP_URLS`, docs/CLUSTER.md).
         #[arg(long)]
         quorum: bool,
@@ -139,7 +138,7 @@ pub async fn run(cmd: BenchCommand, settings: &Settings) -> anyhow::Result<()> {
                 settings.relay.capture = engine::settings::parse_capture(Some(&c), None, None)
                     .map_err(|e| anyhow::anyhow!("--capture: {e}"))?;
             }
-            relay::run(&settings, events, &window, sample, latency_secs, &source, rounds, publishers).await
+            relay::run(&settings, events, &window, sample, latency_secs, source, rounds, publishers).await
         }
         BenchCommand::Ingest { messages, quorum, prefill } => {
             QUORUM.store(quorum, Relaxed);

@@ -57,6 +57,15 @@ mod ceiling;
 mod latency;
 mod mapped;
 
+/// The outbox `revenant bench relay` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchSource {
+    /// Revenant's own outbox.
+    Revenant,
+    /// A service's own table, made in the throwaway database, relayed through its mapping.
+    Mapped,
+}
+
 #[allow(clippy::too_many_arguments)] // the bench's command-line knobs, passed through once
 pub async fn run(
     settings: &Settings,
@@ -64,21 +73,16 @@ pub async fn run(
     windows: &[usize],
     sample: u32,
     latency_secs: u64,
-    source: &str,
+    source: BenchSource,
     rounds: usize,
     publishers: usize,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        matches!(source, "revenant" | "mapped"),
-        "--source is `revenant` (Revenant's own outbox) or `mapped` (a service's own table, made in the bench's \
-         throwaway database; a bench never publishes a declared source's rows)"
-    );
     let db = Scratch::create(settings.database_url.expose_secret()).await?;
     let res = async {
         let conn = engine::amqp::connect(settings.amqp_url.expose_secret(), "revenant-bench").await?;
         let ch = conn.create_channel().await.context("cannot open a channel")?;
         let queue = declare_queue(&ch, "revenant-bench.relay").await?;
-        let res = if source == "mapped" {
+        let res = if source == BenchSource::Mapped {
             interruptible(mapped::bench(settings, &db.pool, &conn, &queue, events, windows, sample)).await
         } else {
             {
