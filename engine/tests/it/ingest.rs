@@ -20,7 +20,7 @@ use lapin::{
     types::{AMQPValue, DecimalValue, FieldTable, LongString, ShortString},
 };
 use sqlx::PgPool;
-use testkit::{Doomed, amqp_url, fresh_db, unique};
+use testkit::{Doomed, amqp_url, eventually, fresh_db, unique};
 use tokio_util::sync::CancellationToken;
 
 /// A dead-letter exchange, its DLQ, and a work queue that dead-letters into it.
@@ -76,14 +76,11 @@ impl Topology {
     /// Takes one message off the work queue and rejects it without requeue, as a failing
     /// consumer would; RabbitMQ then dead-letters it with reason `rejected`.
     async fn reject_one(&self) {
-        for _ in 0..100 {
-            if let Some(m) = self.ch.basic_get(self.work.as_str().into(), BasicGetOptions::default()).await.unwrap() {
-                m.delivery.acker.nack(BasicNackOptions { requeue: false, multiple: false }).await.unwrap();
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no message arrived in the work queue");
+        let m = eventually("a message in the work queue", Duration::from_secs(2), async || {
+            self.ch.basic_get(self.work.as_str().into(), BasicGetOptions::default()).await.unwrap().ok_or("empty")
+        })
+        .await;
+        m.delivery.acker.nack(BasicNackOptions { requeue: false, multiple: false }).await.unwrap();
     }
 
     /// Ready messages in `queue`, from a passive declare.
@@ -135,7 +132,7 @@ pub(crate) async fn count(pool: &PgPool, queue: &str) -> i64 {
 
 /// Waits until `n` dead letters from `queue` are stored.
 pub(crate) async fn wait_for_rows(pool: &PgPool, queue: &str, n: i64) {
-    testkit::eventually(&format!("{n} dead letters from {queue}"), Duration::from_secs(15), async || {
+    eventually(&format!("{n} dead letters from {queue}"), Duration::from_secs(15), async || {
         let stored = count(pool, queue).await;
         if stored >= n { Ok(()) } else { Err(stored) }
     })
@@ -287,26 +284,21 @@ async fn a_redelivery_after_a_crash_between_commit_and_ack_yields_exactly_one_ro
 
     // The "crashed" ingester: stores and commits, then dies before its ack.
     let ch = t.conn.create_channel().await.unwrap();
-    let mut got = None;
-    for _ in 0..100 {
-        got = ch.basic_get(t.dlq.as_str().into(), BasicGetOptions::default()).await.unwrap();
-        if got.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let first = Received::from_delivery(&t.dlq, &got.unwrap().delivery);
+    let got = eventually("the dead letter in the DLQ", Duration::from_secs(2), async || {
+        ch.basic_get(t.dlq.as_str().into(), BasicGetOptions::default()).await.unwrap().ok_or("empty")
+    })
+    .await;
+    let first = Received::from_delivery(&t.dlq, &got.delivery);
     assert!(matches!(store::insert_committed(&db.pool, &first).await.unwrap(), store::InsertOutcome::Inserted(_)));
     ch.close(200, "crash".into()).await.unwrap();
     assert_eq!(t.ready(&t.dlq).await, 1, "RabbitMQ must have the unacked message back");
 
     let ing = start_ingest(&db.pool, vec![t.dlq.clone()]);
-    for _ in 0..200 {
-        if ing.stats.snapshot().duplicates == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the redelivery counted as a duplicate", Duration::from_secs(10), async || {
+        let s = ing.stats.snapshot();
+        if s.duplicates == 1 { Ok(()) } else { Err(s) }
+    })
+    .await;
     let stats = ing.stop().await.snapshot();
     assert_eq!((stats.duplicates, stats.stored), (1, 0));
     assert_eq!(count(&db.pool, &t.dlq).await, 1);
@@ -324,14 +316,12 @@ async fn nothing_is_acked_when_the_database_refuses_the_insert() {
     t.publish(&t.dlq, b"precious", BasicProperties::default().with_message_id("keep-me".into())).await;
 
     let ing = start_ingest(&broken.pool, vec![t.dlq.clone()]);
-    for _ in 0..200 {
-        if ing.stats.snapshot().store_errors >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the refused insert retried", Duration::from_secs(10), async || {
+        let s = ing.stats.snapshot();
+        if s.store_errors >= 2 { Ok(()) } else { Err(s) }
+    })
+    .await;
     let stats = ing.stop().await.snapshot();
-    assert!(stats.store_errors >= 2, "{stats:?}");
     assert_eq!(stats.stored, 0);
     assert_eq!(t.ready(&t.dlq).await, 1, "the message must still be in the queue");
 
@@ -473,16 +463,14 @@ async fn the_depth_sampler_records_ready_messages_consumers_and_unacked() {
     let held = holder.basic_get(t.dlq.as_str().into(), BasicGetOptions::default()).await.unwrap();
     assert!(held.is_some());
     let mgmt = Some("http://guest:guest@127.0.0.1:15672");
-    let mut last = None;
-    for _ in 0..30 {
+    let last = eventually("a sample with the held message unacked", Duration::from_secs(15), async || {
         depth::sample_once(&db.pool, &t.conn, &http, mgmt, "/", &queues[..1]).await.unwrap();
-        last = depth::latest(&db.pool).await.unwrap().pop();
-        if last.as_ref().and_then(|s| s.unacked) == Some(1) {
-            break;
+        match depth::latest(&db.pool).await.unwrap().pop() {
+            Some(s) if s.unacked == Some(1) => Ok(s),
+            seen => Err(seen),
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let last = last.unwrap();
+    })
+    .await;
     assert_eq!((last.ready, last.unacked), (2, Some(1)));
 
     let since = chrono::Utc::now() - chrono::Duration::minutes(1);

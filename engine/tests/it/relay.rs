@@ -17,7 +17,7 @@ use lapin::{
 };
 use serde_json::json;
 use sqlx::PgPool;
-use testkit::{Doomed, amqp_url, count_until, fresh_db, unique};
+use testkit::{Doomed, amqp_url, count_until, eventually, fresh_db, unique};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -403,14 +403,11 @@ async fn the_relay_reconnects_after_the_broker_drops_its_connection() {
     let instance: Uuid =
         sqlx::query_scalar!("SELECT instance FROM heartbeats WHERE role = 'relay'").fetch_one(&db.pool).await.unwrap();
     // The management API lists a new connection a moment after it opens.
-    let mut killed = 0;
-    for _ in 0..100 {
-        killed = kill_connections(&format!("revenant-relay {instance}")).await;
-        if killed > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let killed = eventually("the relay's connection listed and closed", Duration::from_secs(10), async || {
+        let n = kill_connections(&format!("revenant-relay {instance}")).await;
+        if n > 0 { Ok(n) } else { Err(n) }
+    })
+    .await;
     assert_eq!(killed, 1, "the relay's connection was found and closed");
     for _ in 0..5 {
         enqueue(&db.pool, NewEvent::new("After", &t.exchange, "k", b"{}".to_vec())).await;

@@ -27,7 +27,7 @@ use lapin::{
 use rand::Rng;
 use serde_json::json;
 use sqlx::PgPool;
-use testkit::{Doomed, amqp_url, count_until, fresh_db};
+use testkit::{Doomed, amqp_url, count_until, eventually, fresh_db};
 use types::RowAction;
 
 use super::relay::start;
@@ -231,14 +231,14 @@ async fn each_key_arrives_in_commit_order_under_concurrent_writers_and_none_is_l
 
 async fn slot_made(db: &testkit::TestDb) -> slot::SlotStatus {
     let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
-    for _ in 0..200 {
+    eventually("the relay's slot, with a position", Duration::from_secs(10), async || {
         // A slot being made is listed before it has a position.
-        if let Some(s) = slot::status(&db.pool, &names.slot).await.unwrap().filter(|s| s.confirmed.is_some()) {
-            return s;
+        match slot::status(&db.pool, &names.slot).await.unwrap() {
+            Some(s) if s.confirmed.is_some() => Ok(s),
+            seen => Err(seen),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the relay made no slot");
+    })
+    .await
 }
 
 fn native_source(pool: &PgPool) -> Source {
@@ -416,15 +416,11 @@ async fn an_idle_database_still_moves_the_slot() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let mut after = before;
-    for _ in 0..300 {
-        after = slot::status(&db.pool, &names.slot).await.unwrap().and_then(|s| s.confirmed).unwrap_or(0);
-        if after > before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(after > before, "the heartbeat moved the slot ({before} → {after})");
+    eventually(&format!("the heartbeat moves the slot past {before}"), Duration::from_secs(30), async || {
+        let after = slot::status(&db.pool, &names.slot).await.unwrap().and_then(|s| s.confirmed).unwrap_or(0);
+        if after > before { Ok(()) } else { Err(after) }
+    })
+    .await;
     relay.stop().await;
     b.delete().await;
 }

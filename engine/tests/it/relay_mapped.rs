@@ -20,7 +20,7 @@ use lapin::{
     types::FieldTable,
 };
 use sqlx::PgPool;
-use testkit::{Doomed, TestDb, amqp_url, blank_db, count_until, fresh_db, unique};
+use testkit::{Doomed, TestDb, amqp_url, blank_db, count_until, eventually, fresh_db, unique};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use types::RowAction;
@@ -402,14 +402,11 @@ async fn a_mapped_relay_reconnects_after_the_broker_drops_its_connection_and_kee
         .fetch_one(&s.own.pool)
         .await
         .unwrap();
-    let mut killed = 0;
-    for _ in 0..100 {
-        killed = super::relay::kill_connections(&format!("revenant-relay {instance} source=pedidos")).await;
-        if killed > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let killed = eventually("the mapped source's connection listed and closed", Duration::from_secs(10), async || {
+        let n = super::relay::kill_connections(&format!("revenant-relay {instance} source=pedidos")).await;
+        if n > 0 { Ok(n) } else { Err(n) }
+    })
+    .await;
     assert_eq!(killed, 1, "the mapped source's own connection was found and closed");
     ids.extend(insert_rows(&s.service.pool, &s.queue, 50).await);
     count_until("mapped relay", &s.service.pool, "SELECT count(*) FROM outbox_events WHERE publicado", |c| c == 100)

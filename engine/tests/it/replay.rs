@@ -31,7 +31,7 @@ use lapin::{
     types::{AMQPValue, FieldTable},
 };
 use sqlx::PgPool;
-use testkit::{Doomed, TestDb, amqp_url, fresh_db};
+use testkit::{Doomed, TestDb, amqp_url, eventually, fresh_db};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -107,19 +107,17 @@ impl Env {
 
     /// Takes one message off `queue` and rejects it without requeue, as a failing consumer would.
     pub async fn reject_one(&self, queue: &str) {
-        let d = self.get(queue).await.unwrap_or_else(|| panic!("no message arrived in {queue}"));
+        let d = self.get(queue).await;
         d.acker.nack(BasicNackOptions { requeue: false, multiple: false }).await.unwrap();
     }
 
     /// One message from `queue` (acked), waiting up to 5 s for it.
-    pub async fn get(&self, queue: &str) -> Option<Delivery> {
-        for _ in 0..250 {
-            if let Some(m) = self.ch.basic_get(queue.into(), BasicGetOptions::default()).await.unwrap() {
-                return Some(m.delivery);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        None
+    pub async fn get(&self, queue: &str) -> Delivery {
+        let m = eventually(&format!("a message in {queue}"), Duration::from_secs(5), async || {
+            self.ch.basic_get(queue.into(), BasicGetOptions::default()).await.unwrap().ok_or("empty")
+        })
+        .await;
+        m.delivery
     }
 
     /// `n` dead letters written straight into the store (message ids `m-1` … `m-n`), for
@@ -271,15 +269,11 @@ pub fn alice() -> Principal {
 
 /// Waits (up to 60 s: a shared machine can be slow) until the plan satisfies `ok`.
 pub async fn wait_plan(pool: &PgPool, id: i64, what: &str, ok: impl Fn(&Plan) -> bool) -> Plan {
-    let mut plan = progress::get(pool, id).await.unwrap();
-    for _ in 0..1200 {
-        if ok(&plan) {
-            return plan;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        plan = progress::get(pool, id).await.unwrap();
-    }
-    panic!("plan {id} never became {what}: {plan:?}");
+    eventually(&format!("plan {id} {what}"), Duration::from_secs(60), async || {
+        let plan = progress::get(pool, id).await.unwrap();
+        if ok(&plan) { Ok(plan) } else { Err(plan) }
+    })
+    .await
 }
 
 pub async fn statuses(pool: &PgPool, ids: &[i64]) -> Vec<String> {

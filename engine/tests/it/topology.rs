@@ -5,7 +5,7 @@
 
 use std::{
     collections::HashSet,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use engine::{
@@ -23,7 +23,7 @@ use lapin::{
     options::{BasicConsumeOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions},
     types::{AMQPValue, FieldTable},
 };
-use testkit::{amqp_url, fresh_db};
+use testkit::{amqp_url, eventually, fresh_db};
 
 const PREFIX: &str = "revenant-t-topology-";
 
@@ -98,16 +98,14 @@ impl Vhost {
         queue: &str,
         done: impl Fn(&QueueReport) -> bool,
     ) -> TopologyReport {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(&format!("queue {queue} in the expected state"), Duration::from_secs(30), async || {
             let r = self.report(contracts, watched).await;
-            let q = r.queues.iter().find(|q| q.queue == queue);
-            if q.is_some_and(&done) {
-                return r;
+            if r.queues.iter().find(|q| q.queue == queue).is_some_and(&done) {
+                return Ok(r);
             }
-            assert!(Instant::now() < deadline, "queue {queue} never reached the expected state: {q:#?}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            Err(r.queues.into_iter().find(|q| q.queue == queue))
+        })
+        .await
     }
 
     async fn delete(self) {
@@ -420,17 +418,15 @@ async fn ingest_auto_watches_every_dead_letter_target_of_the_vhost() {
     let stop = tokio_util::sync::CancellationToken::new();
     let stats = std::sync::Arc::new(IngestStats::default());
     let run = tokio::spawn(ingest::run(db.pool.clone(), url, cfg, Some(discovery), stats, stop.clone()));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let stored = loop {
-        let n = count!(&db.pool, "SELECT count(*) FROM dead_letters WHERE queue = 'auto.work.dlq'");
-        if n == 1 || Instant::now() > deadline {
-            break n;
+    eventually("the discovered DLQ ingested", Duration::from_secs(30), async || {
+        match count!(&db.pool, "SELECT count(*) FROM dead_letters WHERE queue = 'auto.work.dlq'") {
+            1 => Ok(()),
+            n => Err(n),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    })
+    .await;
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
-    assert_eq!(stored, 1, "the discovered DLQ was ingested");
     let listed: Vec<(String, bool, watch::Origin)> =
         watch::list(&db.pool).await.unwrap().into_iter().map(|w| (w.queue, w.watching, w.origin)).collect();
     assert_eq!(

@@ -17,7 +17,7 @@ use lapin::{
     types::{AMQPValue, FieldTable},
 };
 use sqlx::PgPool;
-use testkit::{amqp_url, fresh_db, unique};
+use testkit::{amqp_url, eventually, fresh_db, unique};
 use tokio_util::sync::CancellationToken;
 use tools::demo::{
     self, DemoError, Names,
@@ -61,14 +61,10 @@ async fn exchange_exists(conn: &Connection, exchange: &str) -> bool {
 
 /// Waits up to 10 s for a message in `queue`, and acks it.
 async fn get(ch: &Channel, queue: &str) -> BasicGetMessage {
-    for _ in 0..200 {
-        let opts = BasicGetOptions { no_ack: true };
-        if let Some(m) = ch.basic_get(queue.into(), opts).await.unwrap() {
-            return m;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no message arrived in {queue}");
+    eventually(&format!("a message in {queue}"), Duration::from_secs(10), async || {
+        ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }).await.unwrap().ok_or("empty")
+    })
+    .await
 }
 
 fn header(m: &BasicGetMessage, name: &str) -> Option<String> {

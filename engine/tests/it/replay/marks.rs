@@ -33,17 +33,17 @@ async fn item_counts(pool: &PgPool, plan_id: i64) -> (i64, i64, i64, i64) {
 
 /// Waits until no publisher holds the plan's lease (its sender has stopped and released it).
 async fn wait_released(pool: &PgPool, plan_id: i64) {
-    for _ in 0..1200 {
+    testkit::eventually(&format!("plan {plan_id} releases its lease"), Duration::from_secs(60), async || {
         let owner = sqlx::query_scalar!("SELECT lease_owner FROM replay_plans WHERE id = $1", plan_id)
             .fetch_one(pool)
             .await
             .unwrap();
-        if owner.is_none() {
-            return;
+        match owner {
+            None => Ok(()),
+            Some(held_by) => Err(held_by),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("plan {plan_id} kept its lease");
+    })
+    .await
 }
 
 fn expected_ids(n: usize) -> HashSet<String> {

@@ -51,7 +51,7 @@ async fn a_replay_keeps_the_message_id_body_properties_and_headers_and_adds_the_
     wait_plan(env.pool(), p.id, "done", |p| p.status == "done").await;
     assert_eq!(publisher.stop().await.snapshot().sent, 1);
 
-    let got = env.get(&env.work).await.expect("the replay reached the original queue");
+    let got = env.get(&env.work).await;
     assert_eq!(got.data, body);
     let gp = &got.properties;
     let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| x.to_string());
@@ -214,18 +214,17 @@ async fn the_rate_limit_spaces_the_messages_of_a_plan() {
 async fn the_replay_publisher_reports_itself_in_heartbeats_and_says_when_it_stopped() {
     let db = testkit::fresh_db().await;
     let publisher = Publisher::start(&db.pool);
-    let mut detail = None;
-    for _ in 0..200 {
-        detail = sqlx::query_scalar::<_, serde_json::Value>("SELECT detail FROM heartbeats WHERE role = 'replay'")
+    let detail = testkit::eventually("a replay heartbeat saying connected", Duration::from_secs(10), async || {
+        let detail = sqlx::query_scalar::<_, serde_json::Value>("SELECT detail FROM heartbeats WHERE role = 'replay'")
             .fetch_optional(&db.pool)
             .await
             .unwrap();
-        if detail.as_ref().is_some_and(|d| d["connected"] == true) {
-            break;
+        match detail {
+            Some(d) if d["connected"] == true => Ok(d),
+            seen => Err(seen),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let detail = detail.expect("a replay heartbeat row");
+    })
+    .await;
     assert_eq!(detail["plans_running"], 0, "{detail}");
     publisher.stop().await;
     let stopped: serde_json::Value =
