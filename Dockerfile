@@ -1,8 +1,14 @@
 # Revenant: one image, every role (`revenant serve`, `relay`, `ingest`, `alerts`, `replay`).
 # Build:  docker build -t revenant .
 # Run:    docker run -e DATABASE_URL=postgres://… -e AMQP_URL=amqp://… -e REVENANT_BIND=0.0.0.0:3000 -p 3000:3000 revenant
+# Node 20 for the build tools: the tailwind CLI needs it (bookworm's own nodejs is 18, and its
+# npm 9 leaves out tailwind's native binding: "Cannot find native binding").
+FROM node:20-bookworm-slim AS node
 FROM rust:1.95-bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
+COPY --from=node /usr/local/lib/node_modules /usr/local/lib/node_modules
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
+    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
 RUN rustup target add wasm32-unknown-unknown
 WORKDIR /src
 # Queries are checked against the committed .sqlx/ data: no database at build time.
