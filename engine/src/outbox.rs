@@ -30,3 +30,5 @@ pub mod stats;
 pub mod store;
 mod streamed;
 mod waits;
+
+pub use streamed::card as stream_card;

@@ -8,8 +8,9 @@
 //! - [`super::mapped`]: a service's own outbox table read through its mapping; no lease
 //!   columns, so one relay at a time, the holder of the table's advisory lock.
 //!
-//! - [`super::streamed`]: Revenant's `outbox` schema read from the commit stream (logical
-//!   replication): events of one key in commit order, one relay at a time per slot.
+//! - [`super::streamed`]: Revenant's `outbox` schema or a mapped table read from the commit
+//!   stream (logical replication): events of one key in commit order, one relay at a time per
+//!   slot.
 //!
 //! A new kind is a new file implementing [`Driver`].
 

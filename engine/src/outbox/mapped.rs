@@ -213,18 +213,30 @@ impl Driver for Mapped {
 /// Due rows in id order: unpublished by the table's test, not held by this relay (`$1`), not
 /// held back by the relay's state; `$2` rows at most.
 fn claim_sql(c: &Cols) -> String {
-    let id = format!("{}.{}", c.table, c.id);
+    format!(
+        "{select} \
+          WHERE {p} AND {t}.{id} <> ALL($1::bigint[]) \
+            AND NOT EXISTS (SELECT 1 FROM revenant.relay_state s \
+                             WHERE s.source = {lit} AND s.row_id = {key} \
+                               AND (s.status IN ('failed', 'archived') OR s.next_attempt_at > now())) \
+          ORDER BY {t}.{id} LIMIT $2",
+        select = select_sql(c),
+        key = c.row_key(),
+        t = c.table,
+        id = c.id,
+        p = c.pending_cond,
+        lit = c.source_literal,
+    )
+}
+
+/// The table's rows as the relay publishes them (a `ClaimedRow`), without a condition.
+pub(crate) fn select_sql(c: &Cols) -> String {
     format!(
         "SELECT {key} AS id, coalesce({eid}, '') AS event_id, coalesce({ty}, '') AS event_type, \
                 coalesce({ex}, '') AS exchange, coalesce({rk}, '') AS routing_key, \
                 coalesce({pl}, ''::bytea) AS payload, {ct} AS content_type, {h} AS headers, \
                 coalesce({ca}, now()) AS created_at, {at} AS attempts, now() AS next_attempt_at \
-           FROM {t} \
-          WHERE {p} AND {id} <> ALL($1::bigint[]) \
-            AND NOT EXISTS (SELECT 1 FROM revenant.relay_state s \
-                             WHERE s.source = {lit} AND s.row_id = {key} \
-                               AND (s.status IN ('failed', 'archived') OR s.next_attempt_at > now())) \
-          ORDER BY {id} LIMIT $2",
+           FROM {t}",
         key = c.row_key(),
         eid = c.event_id,
         ty = c.event_type,
@@ -236,14 +248,12 @@ fn claim_sql(c: &Cols) -> String {
         ca = c.created_at,
         at = c.attempts,
         t = c.table,
-        p = c.pending_cond,
-        lit = c.source_literal,
     )
 }
 
 /// Marks confirmed rows (`$1`) published the table's way, unless an operator archived them
 /// meanwhile; rows with earlier failures get `published` in the relay's state. One statement.
-fn mark_sql(c: &Cols) -> String {
+pub(crate) fn mark_sql(c: &Cols) -> String {
     format!(
         "WITH marked AS ( \
            UPDATE {t} SET {set} FROM unnest($1::bigint[]) AS revenant_marks(revenant_row) \

@@ -23,8 +23,8 @@
 //! - one relay process publishes every relayed source: Revenant's own outbox, Revenant's
 //!   schema installed in a service's database (`native = true`), and mapped tables
 //!   (`relay = true`, one relay at a time per table: see [`super::mapped`]), each with its
-//!   own broker connection, counters and reconnect loop; a native source with
-//!   `capture = "logical"` is read from the commit stream instead ([`super::streamed`]).
+//!   own broker connection, counters and reconnect loop; a source with `capture = "logical"`
+//!   (native or mapped) is read from the commit stream instead ([`super::streamed`]).
 
 use std::{
     sync::{Arc, atomic::Ordering::Relaxed},
@@ -36,7 +36,14 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use super::stats::RelayStats;
-use super::{driver::Driver, mapped::Mapped, marks, native::Native, session::Session, streamed::Streamed};
+use super::{
+    driver::Driver,
+    mapped::Mapped,
+    marks,
+    native::Native,
+    session::Session,
+    streamed::{MappedTable, Own, Streamed},
+};
 use crate::{
     settings::{Capture, ExposeSecret, RelaySettings},
     sources::Source,
@@ -110,7 +117,7 @@ pub async fn run_all(
     let name = crate::sources::NATIVE.to_string();
     let own_url = cfg.database_url.as_ref().map(|u| u.expose_secret().to_string());
     if let Capture::Logical { order, delete } = &cfg.capture {
-        let own = Arc::new(Streamed::new(&name, pool.clone(), order.clone(), *delete, own_url.clone()));
+        let own = Arc::new(Streamed::new(&name, pool.clone(), Own, order.clone(), *delete, own_url.clone()));
         tasks.spawn(relay_table(own, name, cfg.clone(), stats, owner, amqp_url.clone(), shutdown.clone()));
     } else {
         let own = Arc::new(Native::new(pool.clone(), marks::mark_pool(&pool, &cfg)));
@@ -120,9 +127,14 @@ pub async fn run_all(
         let src = &r.source;
         let marks_pool = marks::mark_pool(&src.pool, &cfg);
         let (name, url, stop) = (src.name.clone(), amqp_url.clone(), shutdown.clone());
+        let db_url = src.database_url.clone().or_else(|| own_url.clone());
         if let (true, Capture::Logical { order, delete }) = (src.native(), &src.capture) {
-            let db_url = src.database_url.clone().or_else(|| own_url.clone());
-            let table = Arc::new(Streamed::new(&name, src.pool.clone(), order.clone(), *delete, db_url));
+            let table = Arc::new(Streamed::new(&name, src.pool.clone(), Own, order.clone(), *delete, db_url));
+            tasks.spawn(relay_table(table, name, cfg.clone(), r.stats, owner, url, stop));
+        } else if let Capture::Logical { order, .. } = &src.capture {
+            // A service's table is never deleted from: `after_publish` is refused for it.
+            let tab = MappedTable::new(src);
+            let table = Arc::new(Streamed::new(&name, src.pool.clone(), tab, order.clone(), false, db_url));
             tasks.spawn(relay_table(table, name, cfg.clone(), r.stats, owner, url, stop));
         } else if src.native() {
             let table = Arc::new(Native::new(src.pool.clone(), marks_pool));

@@ -1,4 +1,5 @@
-//! The commit-stream driver (`capture = "logical"`): Revenant's `outbox` table read from
+//! The commit-stream driver (`capture = "logical"`): a relayed table (Revenant's `outbox`
+//! schema, or a service's own table through its mapping: [`table::StreamTable`]) read from
 //! PostgreSQL's logical replication instead of polled, so a key's events reach the broker in
 //! the order their transactions committed and nothing runs on the service's commit.
 //!
@@ -13,8 +14,8 @@
 //! - a key's events (the routing key, or a header: [`OrderKey`]) take one confirm channel, so
 //!   they reach the broker in commit order. A key is *held* once one of its events is refused
 //!   (returned, nacked, a bad row) or unconfirmed: that event and every later one of its key
-//!   keep their commit's position in `outbox.stream_lsn`, written before the slot may pass
-//!   them. Held events go out in their key's order, from its head on, as far as they are
+//!   keep their commit's position (`outbox.stream_lsn`, or a mapped row's `relay_state`),
+//!   written before the slot may pass them. Held events go out in their key's order, from its head on, as far as they are
 //!   due (a head refused before goes alone, its followers after its outcome); a head that
 //!   failed for good waits for an operator's retry or archive. Other keys go on.
 //!   A later event of the key refused too (it was in flight with its head) is only held
@@ -58,6 +59,26 @@ use super::{
 };
 use crate::settings::OrderKey;
 
+mod mapped_table;
+mod own;
+mod table;
+
+pub(crate) use mapped_table::MappedTable;
+
+/// The slot and the held events of a commit-stream source, native or mapped.
+pub async fn card(src: &crate::sources::Source) -> Result<slot::StreamCard, sqlx::Error> {
+    let names = Names::of_source(&src.pool, &src.name).await?;
+    let status = slot::status(&src.pool, &names.slot).await?;
+    let (held_events, failed_heads) = if src.native() {
+        Own.held_counts(&src.pool).await?
+    } else {
+        MappedTable::new(src).held_counts(&src.pool).await?
+    };
+    Ok(slot::StreamCard { slot: names.slot, status, held_events, failed_heads })
+}
+pub(crate) use own::Own;
+use table::{Refusals, StreamTable};
+
 /// Quiet time after which the relay writes a heartbeat message, so the slot of an idle
 /// database moves and PostgreSQL can recycle the log behind it.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -68,12 +89,13 @@ pub const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// Changes queued between the stream and the claims: a full queue stops reading the stream.
 const QUEUE: usize = 4096;
 
-/// The table the publication covers.
-const TABLE: &str = "revenant.outbox";
-
-pub(crate) struct Streamed {
+pub(crate) struct Streamed<T> {
     source: String,
     pool: PgPool,
+    /// The relayed table: Revenant's schema ([`Own`]) or a service's table ([`MappedTable`]).
+    tab: T,
+    /// The table's oid, as the stream names it; known once prepared.
+    oid: std::sync::atomic::AtomicU32,
     /// The publication and slot, named after the database and the source (a slot is
     /// cluster-wide: two databases' relays must not share one). Known once prepared.
     names: std::sync::OnceLock<Names>,
@@ -146,13 +168,15 @@ struct Txn {
     events: Vec<(i64, Result<ClaimedRow, String>)>,
 }
 
-impl Streamed {
+impl<T: StreamTable> Streamed<T> {
     /// `delete`: published rows are deleted (`after_publish = "delete"`); `url`: the database
     /// URL `pool` was opened from, for the stream's password.
-    pub(crate) fn new(source: &str, pool: PgPool, order: OrderKey, delete: bool, url: Option<String>) -> Self {
+    pub(crate) fn new(source: &str, pool: PgPool, tab: T, order: OrderKey, delete: bool, url: Option<String>) -> Self {
         Self {
             source: source.to_string(),
             pool,
+            tab,
+            oid: Default::default(),
             names: Default::default(),
             order,
             delete,
@@ -205,14 +229,10 @@ impl Streamed {
     async fn prepare(&self) -> Result<(), String> {
         let names = self.names();
         slot::preflight(&self.pool, names).await?;
-        let has = super::install::has_stream_held(&self.pool)
-            .await
-            .map_err(|e| format!("cannot read revenant.outbox: {e}"))?;
-        if !has {
-            return Err("revenant.outbox lacks the column stream_lsn: run `revenant outbox install` against its database (or `revenant migrate` for Revenant's own)".into());
-        }
+        let (oid, table) = self.tab.ready(&self.pool).await?;
+        self.oid.store(oid, Relaxed);
         let had_slot = slot::status(&self.pool, &self.names().slot).await.map_err(|e| e.to_string())?.is_some();
-        slot::ensure(&self.pool, self.names(), TABLE).await.map_err(|e| format!("{e:#}"))?;
+        slot::ensure(&self.pool, self.names(), &table).await.map_err(|e| format!("{e:#}"))?;
         if !had_slot && let Err(e) = self.adopt_backlog().await {
             // The next try starts over: a new slot, and the rows written before it held.
             let _ = slot::drop_slot(&self.pool, &self.names().slot).await;
@@ -272,14 +292,7 @@ impl Streamed {
         sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut *tx).await?;
         sqlx::query!(r#"SELECT 1 AS "one!""#).fetch_one(&mut *tx).await?;
         let streamed = self.inserted_ids().await?;
-        let n = sqlx::query!(
-            "UPDATE outbox SET stream_lsn = $1 WHERE status = 'pending' AND stream_lsn IS NULL AND NOT (id = ANY($2))",
-            at,
-            &streamed
-        )
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let n = self.tab.adopt(&mut tx, at, &streamed).await?;
         tx.commit().await?;
         if n > 0 {
             tracing::info!(source = %self.source, rows = n, "rows written before the slot are held: sent in id order per key");
@@ -296,8 +309,8 @@ impl Streamed {
             let bad =
                 |what: String| StoreError::Invalid(format!("the commit stream at {}: {what}", slot::lsn_text(ch.lsn)));
             match pgoutput::decode(&ch.data).map_err(|e| bad(e.to_string()))? {
-                Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
-                    layout = Some(Layout::of(&rel, "routing_key").map_err(bad)?);
+                Message::Relation(rel) if rel.id == self.oid.load(Relaxed) => {
+                    layout = Some(self.tab.layout(&rel).map_err(bad)?);
                 }
                 Message::Insert { tuple, .. } => {
                     let l = layout.as_ref().ok_or_else(|| bad("an insert before its relation".into()))?;
@@ -320,22 +333,7 @@ impl Streamed {
         // missing from this copy is either not in flight or already marked when the query starts.
         let in_flight: HashSet<i64> = self.st().heads.clone();
         let header = self.order.header();
-        let held = sqlx::query!(
-            r#"SELECT k AS "key!", id AS "id!", (run AND (rn = 1 OR head_attempts = 0)) AS "run!"
-                 FROM (SELECT k, id, row_number() OVER w AS rn, first_value(attempts) OVER w AS head_attempts,
-                              bool_and(status = 'pending' AND next_attempt_at <= now()) OVER w AS run
-                         FROM (SELECT coalesce(CASE WHEN $1::text IS NULL THEN routing_key ELSE headers->>$1 END, '') AS k,
-                                      id, status, attempts, next_attempt_at, stream_lsn
-                                 FROM outbox
-                                WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')) h
-                       WINDOW w AS (PARTITION BY k ORDER BY stream_lsn, id)) x
-                WHERE rn = 1 OR (run AND head_attempts = 0 AND rn <= $2)
-                ORDER BY k, rn"#,
-            header,
-            batch
-        )
-        .fetch_all(&mut *conn)
-        .await?;
+        let held = self.tab.held(&mut *conn, header, batch).await?;
         let mut held_keys: HashSet<String> = held.iter().map(|h| h.key.clone()).collect();
         let heads: Vec<i64> = {
             let st = self.st();
@@ -353,7 +351,7 @@ impl Streamed {
                 .collect()
         };
         let mut by_id: HashMap<i64, ClaimedRow> =
-            rows_by_id(&mut *conn, &heads).await?.into_iter().map(|r| (r.id, r)).collect();
+            self.tab.rows(&mut *conn, &heads).await?.into_iter().map(|r| (r.id, r)).collect();
         let mut rows: Vec<ClaimedRow> = heads.iter().filter_map(|id| by_id.remove(id)).collect();
         self.st().heads.extend(rows.iter().map(|r| r.id));
 
@@ -362,11 +360,11 @@ impl Streamed {
         // The walsender sends a transaction once its commit is in the log, which is a moment
         // before other sessions see it: a row missing from the table may only be unseen yet.
         // Then the read waits until every streamed transaction is seen, and is made again.
-        let mut known = known_rows(&mut *conn, &ids).await?;
+        let mut known = self.tab.known(&mut *conn, &ids).await?;
         if known.len() < ids.len() {
             let xids: Vec<i64> = txns.iter().filter(|t| !t.events.is_empty()).map(|t| t.xid as i64).collect();
             visible(&mut *conn, &xids).await?;
-            known = known_rows(&mut *conn, &ids).await?;
+            known = self.tab.known(&mut *conn, &ids).await?;
         }
         let settled: HashSet<i64> = known.iter().filter(|k| k.settled).map(|k| k.id).collect();
         let in_table: HashSet<i64> = known.iter().map(|k| k.id).collect();
@@ -378,7 +376,7 @@ impl Streamed {
             .map(|(id, _)| *id)
             .collect();
         let mut from_table: HashMap<i64, ClaimedRow> =
-            rows_by_id(&mut *conn, &unreadable).await?.into_iter().map(|r| (r.id, r)).collect();
+            self.tab.rows(&mut *conn, &unreadable).await?.into_iter().map(|r| (r.id, r)).collect();
 
         let mut hold: Vec<(i64, i64)> = Vec::new();
         let seen = read > 0;
@@ -416,7 +414,7 @@ impl Streamed {
             }
         }
         // Held before the slot may pass them (below, on this connection, after this commit).
-        hold_rows(&mut *conn, &hold).await?;
+        self.tab.hold(&mut *conn, &hold).await?;
         self.advance(seen).await?;
         Ok(rows)
     }
@@ -457,8 +455,8 @@ impl Streamed {
             let lsn = *lsn;
             match pgoutput::decode(data).map_err(|e| bad(lsn, e.to_string()))? {
                 Message::Begin { xid, .. } => st.open_txn = Some(Txn { xid, end: 0, events: Vec::new() }),
-                Message::Relation(rel) if rel.namespace == "revenant" && rel.name == "outbox" => {
-                    st.layout = Some(Layout::of(&rel, "routing_key").map_err(|e| bad(lsn, e))?);
+                Message::Relation(rel) if rel.id == self.oid.load(Relaxed) => {
+                    st.layout = Some(self.tab.layout(&rel).map_err(|e| bad(lsn, e))?);
                 }
                 Message::Insert { relation, tuple } => {
                     let layout = st.layout.as_ref().filter(|l| l.relation == relation).ok_or_else(|| {
@@ -549,7 +547,7 @@ impl Streamed {
     }
 }
 
-impl Driver for Streamed {
+impl<T: StreamTable> Driver for Streamed<T> {
     async fn acquire(&self, shutdown: &CancellationToken) -> bool {
         if !self.name(shutdown).await {
             return false;
@@ -611,7 +609,7 @@ impl Driver for Streamed {
     async fn release(&self, _owner: Uuid, ids: &[i64]) -> Result<u64, StoreError> {
         let hold: Vec<(i64, i64)> =
             ids.iter().zip(self.positions(ids)).filter_map(|(id, at)| at.map(|at| (*id, at))).collect();
-        let n = hold_rows(&self.pool, &hold).await?;
+        let n = self.tab.hold(&mut *self.pool.acquire().await?, &hold).await?;
         self.settle(ids);
         Ok(n)
     }
@@ -622,18 +620,9 @@ impl Driver for Streamed {
 
     async fn mark_bad(&self, id: i64, _owner: Uuid, reason: &str) -> Result<AttemptOutcome, StoreError> {
         let at = self.positions(&[id])[0];
-        let done = sqlx::query_scalar!(
-            "UPDATE outbox SET status = 'failed', attempts = attempts + 1, last_error = $2,
-                               stream_lsn = coalesce(stream_lsn, $3)
-              WHERE id = $1 AND status = 'pending' RETURNING id",
-            id,
-            super::store::clip(reason),
-            at
-        )
-        .fetch_optional(&self.pool)
-        .await?;
+        let done = self.tab.mark_bad(&mut *self.pool.acquire().await?, id, reason, at).await?;
         self.settle(&[id]);
-        Ok(if done.is_some() { AttemptOutcome::Failed } else { AttemptOutcome::NotOwned })
+        Ok(if done { AttemptOutcome::Failed } else { AttemptOutcome::NotOwned })
     }
 
     async fn write_marks(
@@ -644,54 +633,11 @@ impl Driver for Streamed {
         failed: &[FailedAttempt],
     ) -> Result<Written, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let changed = if self.delete {
-            super::store::delete_published(&mut *tx, published).await?
-        } else {
-            super::store::mark_published(&mut *tx, published).await?
-        };
-        let mut outcomes = Vec::new();
-        if !failed.is_empty() {
-            let ids: Vec<i64> = failed.iter().map(|a| a.id).collect();
-            let reasons: Vec<String> = failed.iter().map(|a| super::store::clip(&a.reason)).collect();
-            let retry: Vec<f64> = failed.iter().map(|a| a.retry_in.as_secs_f64()).collect();
-            let (at, follower) = self.followers(&ids);
-            let rows = sqlx::query!(
-                r#"WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::float8[], $5::bigint[], $6::bool[])
-                                       AS f(id, reason, retry, at, follower)),
-                        b AS (SELECT f.*, f.follower OR EXISTS (
-                                SELECT 1 FROM outbox o, outbox p
-                                 WHERE o.id = f.id AND p.id <> f.id
-                                   AND p.stream_lsn IS NOT NULL AND p.status IN ('pending', 'failed')
-                                   AND coalesce(CASE WHEN $7::text IS NULL THEN p.routing_key ELSE p.headers->>$7 END, '')
-                                     = coalesce(CASE WHEN $7::text IS NULL THEN o.routing_key ELSE o.headers->>$7 END, '')
-                                   AND (p.stream_lsn, p.id) < (coalesce(o.stream_lsn, f.at), f.id)) AS behind
-                                FROM f)
-                 UPDATE outbox o
-                    SET attempts = o.attempts + CASE WHEN b.behind THEN 0 ELSE 1 END,
-                        last_error = CASE WHEN b.behind THEN 'held behind an earlier event of its key; refused: ' || b.reason
-                                          ELSE b.reason END,
-                        status = CASE WHEN NOT b.behind AND o.attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
-                        next_attempt_at = CASE WHEN b.behind THEN o.next_attempt_at
-                                               ELSE now() + make_interval(secs => b.retry) END,
-                        stream_lsn = coalesce(o.stream_lsn, b.at)
-                   FROM b
-                  WHERE o.id = b.id AND o.status = 'pending'
-                 RETURNING o.id, o.status"#,
-                &ids,
-                &reasons,
-                &retry,
-                max_attempts,
-                &at as &[Option<i64>],
-                &follower,
-                self.order.header()
-            )
-            .fetch_all(&mut *tx)
-            .await?;
-            outcomes = rows
-                .into_iter()
-                .map(|r| (r.id, if r.status == "failed" { AttemptOutcome::Failed } else { AttemptOutcome::Retry }))
-                .collect();
-        }
+        let changed = self.tab.write_published(&mut tx, self.delete, published).await?;
+        let ids: Vec<i64> = failed.iter().map(|a| a.id).collect();
+        let (at, follower) = self.followers(&ids);
+        let refusals = Refusals { failed, at: &at, follower: &follower, header: self.order.header(), max_attempts };
+        let outcomes = self.tab.write_failed(&mut tx, refusals).await?;
         tx.commit().await?;
         self.settle(published);
         self.settle(&failed.iter().map(|a| a.id).collect::<Vec<_>>());
@@ -779,23 +725,6 @@ async fn pump(
     }
 }
 
-/// Which of these rows the table has, and whether each is settled (published, archived,
-/// failed or held): `(id, settled)`.
-async fn known_rows(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<Known>, StoreError> {
-    Ok(sqlx::query_as!(
-        Known,
-        r#"SELECT id, (status <> 'pending' OR stream_lsn IS NOT NULL) AS "settled!" FROM outbox WHERE id = ANY($1)"#,
-        ids
-    )
-    .fetch_all(conn)
-    .await?)
-}
-
-struct Known {
-    id: i64,
-    settled: bool,
-}
-
 /// Waits until these committed transactions (32-bit ids, as the stream gives them) are visible
 /// to a new snapshot: a row of one read before would look missing, and a hold of it would
 /// change nothing.
@@ -823,38 +752,4 @@ async fn visible(conn: &mut PgConnection, xids: &[i64]) -> Result<(), StoreError
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     Err(StoreError::Invalid(format!("transactions {xids:?} came in the commit stream but stay invisible")))
-}
-
-/// Rows of the table by id, for held heads and events the stream carried unreadably.
-async fn rows_by_id(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<ClaimedRow>, StoreError> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(sqlx::query_as!(
-        ClaimedRow,
-        r#"SELECT id, event_id::text AS "event_id!", event_type, exchange, routing_key, payload, content_type,
-                  headers, created_at, attempts, next_attempt_at
-             FROM outbox WHERE id = ANY($1) ORDER BY id"#,
-        ids
-    )
-    .fetch_all(conn)
-    .await?)
-}
-
-/// Holds events the stream passes unpublished: each keeps its commit's position.
-async fn hold_rows(db: impl sqlx::PgExecutor<'_>, hold: &[(i64, i64)]) -> Result<u64, StoreError> {
-    if hold.is_empty() {
-        return Ok(0);
-    }
-    let (ids, at): (Vec<i64>, Vec<i64>) = hold.iter().copied().unzip();
-    let res = sqlx::query!(
-        "UPDATE outbox o SET stream_lsn = h.at
-           FROM unnest($1::bigint[], $2::bigint[]) AS h(id, at)
-          WHERE o.id = h.id AND o.status = 'pending' AND o.stream_lsn IS NULL",
-        &ids,
-        &at
-    )
-    .execute(db)
-    .await?;
-    Ok(res.rows_affected())
 }

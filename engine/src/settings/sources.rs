@@ -53,10 +53,10 @@ pub(super) fn validate(sources: &[MappedOutbox]) -> Result<(), SettingsError> {
         }
         match super::capture::parse(m.capture.as_deref(), m.order_key.as_deref(), m.after_publish.as_deref()) {
             Err(reason) => return Err(invalid(&m.name, reason)),
-            Ok(super::Capture::Logical { .. }) if !m.native => {
+            Ok(super::Capture::Logical { delete: true, .. }) if !m.native => {
                 return Err(invalid(
                     &m.name,
-                    "`capture = \"logical\"` needs `native = true` (a mapped table is polled)",
+                    "`after_publish = \"delete\"` needs `native = true`: a mapped table is the service's, and Revenant only marks its rows",
                 ));
             }
             Ok(super::Capture::Logical { .. }) if !m.relay => {

@@ -169,6 +169,20 @@ fn a_relayed_mapped_source_with_its_publish_keys_is_accepted() {
 }
 
 #[test]
+fn a_mapped_source_streams_from_the_commit_stream_but_is_never_deleted_from() {
+    let raw: RawFile =
+        toml::from_str(&format!("{MAPPED}capture = \"logical\"\norder_key = \"header:order_id\"\n")).unwrap();
+    let s = build(raw, &env_of(BASE)).unwrap();
+    let c = crate::settings::capture_of(&s.mapped_outboxes[0]);
+    assert_eq!(c, Capture::Logical { order: OrderKey::Header("order_id".into()), delete: false });
+    let delete = sources_error(&format!("{MAPPED}capture = \"logical\"\nafter_publish = \"delete\"\n"));
+    assert!(
+        delete.contains("source `orders`") && delete.contains("`after_publish = \"delete\"` needs `native = true`"),
+        "{delete}"
+    );
+}
+
+#[test]
 fn bad_source_keys_are_named_in_one_line() {
     let both = sources_error(&format!("{MAPPED}exchange = \"x\"\nexchange_column = \"ex\"\n"));
     assert!(both.contains("source `orders`") && both.contains("`exchange` or `exchange_column`"), "{both}");

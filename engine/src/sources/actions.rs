@@ -107,12 +107,27 @@ fn mapped_sql(src: &Source, action: RowAction) -> String {
                     k = c.row_key()
                 )
             };
-            format!(
-                "WITH targets AS ({targets}), \
-                 forgot AS (DELETE FROM revenant.relay_state s USING targets \
-                            WHERE s.source = {lit} AND s.row_id = targets.row_id){own} \
-                 SELECT count(*)::bigint FROM targets"
-            )
+            // The commit-stream relay has passed the rows it failed or held, and archived
+            // ones: their state stays, due now, with a position (0 for one it never held),
+            // so that relay sends them, each at the head of its key.
+            let forget = if matches!(src.capture, crate::settings::Capture::Logical { .. }) {
+                format!(
+                    "forgot AS (DELETE FROM revenant.relay_state s USING targets \
+                                WHERE s.source = {lit} AND s.row_id = targets.row_id \
+                                  AND s.stream_lsn IS NULL AND s.status = 'pending'), \
+                     kept AS (UPDATE revenant.relay_state s \
+                                 SET status = 'pending', attempts = 0, last_error = NULL, archived_reason = NULL, \
+                                     next_attempt_at = now(), stream_lsn = coalesce(s.stream_lsn, 0), updated_at = now() \
+                                FROM targets WHERE s.source = {lit} AND s.row_id = targets.row_id \
+                                 AND (s.stream_lsn IS NOT NULL OR s.status <> 'pending'))"
+                )
+            } else {
+                format!(
+                    "forgot AS (DELETE FROM revenant.relay_state s USING targets \
+                                WHERE s.source = {lit} AND s.row_id = targets.row_id)"
+                )
+            };
+            format!("WITH targets AS ({targets}), {forget}{own} SELECT count(*)::bigint FROM targets")
         }
         RowAction::Archive => format!(
             "WITH targets AS ({targets}), \

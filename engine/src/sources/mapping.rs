@@ -66,6 +66,8 @@ pub struct Cols {
 /// tables it relays: in the source's own database, so a claim, a mark and a console list
 /// each read the table and its state in one statement.
 pub const RELAY_STATE_DDL: &str = include_str!("../../../migrations/0011_relay_state.sql");
+/// The commit stream's column in `revenant.relay_state` (idempotent).
+pub const RELAY_STATE_STREAM_DDL: &str = include_str!("../../../migrations/0027_relay_state_stream_held.sql");
 
 /// An SQL string literal (standard_conforming_strings is on since PostgreSQL 9.1).
 pub fn quote_literal(s: &str) -> String {
@@ -365,22 +367,31 @@ impl Cols {
     }
 }
 
-/// Creates `revenant.relay_state` in a relayed source's database when it is missing.
+/// Creates `revenant.relay_state` in a relayed source's database when it is missing, and
+/// gives one made by an earlier version the commit stream's column.
 pub async fn ensure_relay_state(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
     let exists: Option<String> =
         sqlx::query_scalar!("SELECT to_regclass('revenant.relay_state')::text").fetch_one(pool).await?;
-    if exists.is_some() {
-        return Ok(());
-    }
-    match sqlx::raw_sql(sqlx::AssertSqlSafe(RELAY_STATE_DDL)).execute(pool).await {
-        Ok(_) => Ok(()),
+    if exists.is_none()
+        && let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(RELAY_STATE_DDL)).execute(pool).await
+    {
         // Two processes creating it at once: the loser finds it made.
-        Err(e) => {
-            let made: Option<String> =
-                sqlx::query_scalar!("SELECT to_regclass('revenant.relay_state')::text").fetch_one(pool).await?;
-            if made.is_some() { Ok(()) } else { Err(e) }
+        let made: Option<String> =
+            sqlx::query_scalar!("SELECT to_regclass('revenant.relay_state')::text").fetch_one(pool).await?;
+        if made.is_none() {
+            return Err(e);
         }
     }
+    let has_lsn = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('revenant.relay_state')
+                            AND attname = 'stream_lsn' AND NOT attisdropped) AS "x!""#
+    )
+    .fetch_one(pool)
+    .await?;
+    if !has_lsn {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(RELAY_STATE_STREAM_DDL)).execute(pool).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod publish_returns;
 mod relay;
 mod relay_logical;
 mod relay_mapped;
+mod relay_mapped_logical;
 mod relay_unconfirmed;
 mod replay;
 mod replay_edit;

@@ -36,16 +36,16 @@ fn cfg(order: OrderKey) -> RelaySettings {
     RelaySettings { window: 64, batch: 100, capture: Capture::Logical { order, delete: false }, ..super::relay::cfg() }
 }
 
-struct Broker {
+pub(super) struct Broker {
     /// The exchange and queue: deleted when the broker fixture goes, a failing test's too.
     _names: Doomed,
     conn: Connection,
     ch: Channel,
-    exchange: String,
+    pub(super) exchange: String,
     queue: String,
 }
 
-async fn broker(keys: &[&str]) -> Broker {
+pub(super) async fn broker(keys: &[&str]) -> Broker {
     let conn = engine::amqp::connect(&amqp_url(), "revenant-test").await.unwrap();
     let ch = conn.create_channel().await.unwrap();
     let names = Doomed::new();
@@ -61,13 +61,13 @@ async fn broker(keys: &[&str]) -> Broker {
 }
 
 impl Broker {
-    async fn bind(&self, key: &str) {
+    pub(super) async fn bind(&self, key: &str) {
         let (q, x) = (self.queue.as_str().into(), self.exchange.as_str().into());
         self.ch.queue_bind(q, x, key.into(), QueueBindOptions::default(), FieldTable::default()).await.unwrap();
     }
 
     /// The bodies now in the queue, in queue order, as JSON.
-    async fn drain(&self) -> Vec<serde_json::Value> {
+    pub(super) async fn drain(&self) -> Vec<serde_json::Value> {
         let mut out = Vec::new();
         while let Some(m) =
             self.ch.basic_get(self.queue.as_str().into(), BasicGetOptions { no_ack: true }).await.unwrap()
@@ -78,7 +78,7 @@ impl Broker {
     }
 
     /// Closes the connection; the exchange and queue go with the names.
-    async fn delete(self) {
+    pub(super) async fn delete(self) {
         let _ = self.conn.close(200, "test done".into()).await;
     }
 }
@@ -131,14 +131,14 @@ async fn write_many(pool: PgPool, exchange: String, keys: usize) -> Vec<(i64, St
     out
 }
 
-async fn counter_table(pool: &PgPool) {
+pub(super) async fn counter_table(pool: &PgPool) {
     // Runtime-checked: the test's own table.
     sqlx::raw_sql("CREATE TABLE public.key_counter (k text PRIMARY KEY, n int NOT NULL)").execute(pool).await.unwrap();
 }
 
 /// Each key's events as the consumer saw them: in commit order (by the key's counter, then
 /// the part within the transaction), none missing. Returns (messages, duplicates).
-fn check_order(seen: &[serde_json::Value], written: &HashMap<i64, (String, i64)>) -> (usize, usize) {
+pub(super) fn check_order(seen: &[serde_json::Value], written: &HashMap<i64, (String, i64)>) -> (usize, usize) {
     let mut last: HashMap<String, (i64, i64)> = HashMap::new();
     let mut ids = HashSet::new();
     let mut dups = 0;

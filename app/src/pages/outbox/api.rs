@@ -122,7 +122,7 @@ pub async fn outbox_health() -> Result<Vec<SourceHealthView>, AppError> {
             None => "published by its own service (relay = false)".to_string(),
         };
         let stream = match &src.capture {
-            engine::settings::Capture::Logical { .. } if src.native() => Some(server::stream_view(src).await?),
+            engine::settings::Capture::Logical { .. } if src.relay => Some(server::stream_view(src).await?),
             _ => None,
         };
         out.push(SourceHealthView {

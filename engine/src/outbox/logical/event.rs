@@ -27,6 +27,9 @@ pub struct Layout {
     created_at: usize,
     /// The column that orders events (the aggregate id; by default the routing key).
     key: usize,
+    /// False for a table whose rows the relay reads from the table (a mapped table: its
+    /// mapping's expressions are SQL): only the id is read from the stream.
+    full: bool,
 }
 
 impl Layout {
@@ -50,6 +53,31 @@ impl Layout {
             headers: at("headers")?,
             created_at: at("created_at")?,
             key: at(key_column)?,
+            full: true,
+        })
+    }
+
+    /// The layout of a table of which only the id is read from the stream: `id` is the id
+    /// column's name as SQL writes it (quoted).
+    pub fn ids_only(rel: &Relation, id: &str) -> Result<Layout, String> {
+        let at = rel
+            .columns
+            .iter()
+            .position(|c| crate::sources::mapping::quote_ident(&c.name) == id)
+            .ok_or_else(|| format!("{}.{} has no column {id}", rel.namespace, rel.name))?;
+        Ok(Layout {
+            relation: rel.id,
+            id: at,
+            event_id: at,
+            event_type: at,
+            exchange: at,
+            routing_key: at,
+            payload: at,
+            content_type: at,
+            headers: at,
+            created_at: at,
+            key: at,
+            full: false,
         })
     }
 
@@ -66,6 +94,9 @@ impl Layout {
 
     /// The event to publish.
     pub fn row(&self, tuple: &[Value<'_>]) -> Result<ClaimedRow, String> {
+        if !self.full {
+            return Err("its row is read from the table".into());
+        }
         let created = text(tuple, self.created_at, "created_at")?;
         let created_at =
             timestamptz(created).ok_or_else(|| format!("column `created_at` is not a timestamp: {created:?}"))?;

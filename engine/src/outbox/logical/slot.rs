@@ -52,19 +52,6 @@ pub struct StreamCard {
     pub failed_heads: i64,
 }
 
-/// The slot and the held events of a commit-stream source (Revenant's schema on `pool`).
-pub async fn card(pool: &PgPool, source: &str) -> Result<StreamCard, sqlx::Error> {
-    let names = Names::of_source(pool, source).await?;
-    let status = status(pool, &names.slot).await?;
-    let held = sqlx::query!(
-        r#"SELECT count(*) AS "held!", count(*) FILTER (WHERE status = 'failed') AS "failed!"
-             FROM outbox WHERE stream_lsn IS NOT NULL AND status IN ('pending', 'failed')"#
-    )
-    .fetch_one(pool)
-    .await?;
-    Ok(StreamCard { slot: names.slot, status, held_events: held.held, failed_heads: held.failed })
-}
-
 /// What the database lacks for logical capture, in one line; `Ok` when nothing.
 pub async fn preflight(pool: &PgPool, names: &Names) -> Result<(), String> {
     let row = sqlx::query!(

@@ -68,7 +68,7 @@ pub fn action_error(e: engine::sources::actions::ActionError) -> AppError {
 
 /// The card's lines for a source read from the commit stream.
 pub async fn stream_view(src: &Source) -> Result<StreamView, AppError> {
-    let c = engine::outbox::logical::slot::card(&src.pool, &src.name).await?;
+    let c = engine::outbox::stream_card(src).await?;
     let line = match c.status.as_ref().and_then(|s| s.retained_bytes) {
         None => format!("commit stream · slot {} not made yet (a relay makes it when it starts)", c.slot),
         Some(b) => {
