@@ -6,6 +6,7 @@ extern crate testkit;
 
 mod audit;
 mod chaos;
+mod chaos_logical;
 mod chaos_mapped;
 mod cli;
 mod cluster;
