@@ -253,18 +253,23 @@ pub(crate) fn select_sql(c: &Cols) -> String {
 
 /// Marks confirmed rows (`$1`) published the table's way, unless an operator archived them
 /// meanwhile; rows with earlier failures get `published` in the relay's state. One statement.
+/// The rows are found with `id = ANY($1)`, which the planner takes through the primary key
+/// whatever the table's statistics say; a join with `unnest($1)` was planned as a scan of the
+/// whole table once the statistics were stale (a table grown since its last ANALYZE: 7 ms a
+/// flush at 21 000 rows instead of 2 ms, growing with the table).
 pub(crate) fn mark_sql(c: &Cols) -> String {
     format!(
         "WITH marked AS ( \
-           UPDATE {t} SET {set} FROM unnest($1::bigint[]) AS revenant_marks(revenant_row) \
-            WHERE {t}.{id} = revenant_marks.revenant_row AND {p} \
+           UPDATE {t} SET {set} \
+            WHERE {t}.{id} = ANY($1::bigint[]) AND {p} \
               AND NOT EXISTS (SELECT 1 FROM revenant.relay_state x WHERE x.source = $2 \
-                               AND x.row_id = revenant_marks.revenant_row AND x.status = 'archived') \
-           RETURNING revenant_marks.revenant_row AS row_id), \
+                               AND x.row_id = {key} AND x.status = 'archived') \
+           RETURNING {key} AS row_id), \
          noted AS ( \
            UPDATE revenant.relay_state s SET status = 'published', attempts = s.attempts + 1, updated_at = now() \
              FROM marked WHERE s.source = $2 AND s.row_id = marked.row_id) \
          SELECT count(*)::bigint FROM marked",
+        key = c.row_key(),
         t = c.table,
         set = c.mark_published_set,
         id = c.id,

@@ -164,6 +164,18 @@ pub(super) fn check_order(seen: &[serde_json::Value], written: &HashMap<i64, (St
     (seen.len(), dups)
 }
 
+/// How often a key's next message has a lower id than the one before it: the test did what it
+/// meant to when some events of one key committed in the other order than their ids.
+pub(super) fn inversions(seen: &[serde_json::Value]) -> usize {
+    let mut last_id: HashMap<&str, i64> = HashMap::new();
+    let mut inversions = 0;
+    for m in seen {
+        let (k, id) = (m["k"].as_str().unwrap_or(""), m["id"].as_i64().unwrap_or(0));
+        inversions += last_id.insert(k, id).is_some_and(|prev| prev > id) as usize;
+    }
+    inversions
+}
+
 #[tokio::test]
 async fn each_key_arrives_in_commit_order_under_concurrent_writers_and_none_is_lost() {
     let db = fresh_db().await;
@@ -205,13 +217,7 @@ async fn each_key_arrives_in_commit_order_under_concurrent_writers_and_none_is_l
     assert_eq!(dups, 0, "a clean run sends each event once");
     // The test did what it meant to: some events of one key committed in the other order
     // than their ids.
-    let mut last_id: HashMap<&str, i64> = HashMap::new();
-    let mut inversions = 0;
-    for m in &seen {
-        let (k, id) = (m["k"].as_str().unwrap_or(""), m["id"].as_i64().unwrap_or(0));
-        inversions += last_id.insert(k, id).is_some_and(|prev| prev > id) as usize;
-    }
-    assert!(inversions > 0, "no key had events whose ids disagree with their commit order");
+    assert!(inversions(&seen) > 0, "no key had events whose ids disagree with their commit order");
     // The slot moved past everything: nothing held back.
     let names = Names::for_source(&format!("{}_{}", db.name, engine::sources::NATIVE));
     let st = slot::status(&db.pool, &names.slot).await.unwrap().expect("the relay made its slot");

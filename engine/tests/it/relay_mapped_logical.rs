@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use types::RowAction;
 
-use super::relay_logical::{broker, check_order, counter_table};
+use super::relay_logical::{broker, check_order, counter_table, inversions};
 
 /// The service's table: its own names, a jsonb body and headers, a publication timestamp.
 async fn service_table(pool: &PgPool) {
@@ -192,13 +192,7 @@ async fn a_mapped_tables_keys_arrive_in_commit_order_under_concurrent_writers_ba
     let seen = b.drain().await;
     let (_, dups) = check_order(&seen, &written);
     assert_eq!(dups, 0, "a clean run sends each event once");
-    let mut last_id: HashMap<&str, i64> = HashMap::new();
-    let mut inversions = 0;
-    for m in &seen {
-        let (k, id) = (m["k"].as_str().unwrap_or(""), m["id"].as_i64().unwrap_or(0));
-        inversions += last_id.insert(k, id).is_some_and(|prev| prev > id) as usize;
-    }
-    assert!(inversions > 0, "no key had events whose ids disagree with their commit order");
+    assert!(inversions(&seen) > 0, "no key had events whose ids disagree with their commit order");
     // Runtime-checked: the relay's state beside the service's table.
     let waiting: i64 =
         sqlx::query_scalar("SELECT count(*) FROM revenant.relay_state WHERE status IN ('pending', 'failed')")

@@ -113,7 +113,7 @@ fn hold_sql(c: &Cols) -> String {
          SELECT {lit}, h.revenant_id, 'pending', 0, h.revenant_at, now(), now() \
            FROM unnest($1::bigint[], $2::bigint[]) AS h(revenant_id, revenant_at) \
            JOIN {t} ON {t}.{id} = h.revenant_id \
-          WHERE {p} \
+          WHERE {t}.{id} = ANY($1::bigint[]) AND {p} \
          ON CONFLICT (source, row_id) DO UPDATE SET stream_lsn = EXCLUDED.stream_lsn, updated_at = now() \
           WHERE s.stream_lsn IS NULL AND s.status = 'pending'",
         lit = c.source_literal,
@@ -295,9 +295,7 @@ impl StreamTable for MappedTable {
         if r.failed.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<i64> = r.failed.iter().map(|a| a.id).collect();
-        let reasons: Vec<String> = r.failed.iter().map(|a| store::clip(&a.reason)).collect();
-        let retry: Vec<f64> = r.failed.iter().map(|a| a.retry_in.as_secs_f64()).collect();
+        let (ids, reasons, retry) = r.arrays();
         // Runtime-checked: the table and column expressions come from the source's mapping (configuration).
         let rows: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(self.failed_sql.clone()))
             .bind(&ids)

@@ -134,9 +134,7 @@ impl StreamTable for Own {
         if r.failed.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<i64> = r.failed.iter().map(|a| a.id).collect();
-        let reasons: Vec<String> = r.failed.iter().map(|a| store::clip(&a.reason)).collect();
-        let retry: Vec<f64> = r.failed.iter().map(|a| a.retry_in.as_secs_f64()).collect();
+        let (ids, reasons, retry) = r.arrays();
         let rows = sqlx::query!(
             r#"WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::float8[], $5::bigint[], $6::bool[])
                                    AS f(id, reason, retry, at, follower)),

@@ -42,6 +42,16 @@ pub(crate) struct Refusals<'a> {
     pub max_attempts: i32,
 }
 
+impl Refusals<'_> {
+    /// The refusals as a statement's arrays: ids, reasons (clipped), backoff in seconds.
+    pub fn arrays(&self) -> (Vec<i64>, Vec<String>, Vec<f64>) {
+        let ids = self.failed.iter().map(|a| a.id).collect();
+        let reasons = self.failed.iter().map(|a| crate::outbox::store::clip(&a.reason)).collect();
+        let retry = self.failed.iter().map(|a| a.retry_in.as_secs_f64()).collect();
+        (ids, reasons, retry)
+    }
+}
+
 pub(crate) trait StreamTable: Send + Sync + 'static {
     /// How this table's inserts are read from the stream's description of it.
     fn layout(&self, rel: &Relation) -> Result<Layout, String>;
