@@ -13,7 +13,8 @@ pub const ABANDONED_BYTES: i64 = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SlotView {
-    /// The outbox source whose database holds the slot (the first, when several share one).
+    /// The outbox source the slot is the commit stream of; for any other slot, the first
+    /// source whose database holds it (the drop runs there).
     pub source: String,
     pub name: String,
     pub plugin: String,
@@ -34,6 +35,13 @@ impl SlotView {
 pub async fn outbox_slots() -> Result<Vec<SlotView>, AppError> {
     crate::guard::require(engine::auth::Role::Viewer)?;
     let state = crate::state::app_state()?;
+    // Each source's own slot is named after its database and itself: it is shown as that
+    // source's, also when several sources share a database.
+    let mut owner = std::collections::HashMap::new();
+    for src in state.sources.iter() {
+        let names = engine::outbox::logical::slot::Names::of_source(&src.pool, &src.name).await?;
+        owner.insert(names.slot, src.name.clone());
+    }
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for src in state.sources.iter() {
@@ -43,7 +51,7 @@ pub async fn outbox_slots() -> Result<Vec<SlotView>, AppError> {
                 continue;
             }
             out.push(SlotView {
-                source: src.name.clone(),
+                source: owner.get(&s.name).cloned().unwrap_or_else(|| src.name.clone()),
                 name: s.name,
                 plugin: s.plugin.unwrap_or_default(),
                 reader: s.active_pid,
