@@ -26,7 +26,6 @@ pub(crate) struct MappedTable {
     rows_sql: String,
     hold_sql: String,
     adopt_sql: String,
-    bad_sql: String,
     mark_sql: String,
     failed_sql: String,
     counts_sql: String,
@@ -48,7 +47,6 @@ impl MappedTable {
             ),
             hold_sql: hold_sql(c),
             adopt_sql: adopt_sql(c),
-            bad_sql: BAD_SQL.to_string(),
             mark_sql: crate::outbox::mapped::mark_sql(c),
             failed_sql: failed_sql(c),
             counts_sql: counts_sql(c),
@@ -204,7 +202,7 @@ impl StreamTable for MappedTable {
         crate::sources::mapping::ensure_relay_state(pool)
             .await
             .map_err(|e| format!("cannot create revenant.relay_state beside {}: {e}", self.cols.table))?;
-        super::own::table_of(pool, &self.cols.table).await
+        super::table::table_of(pool, &self.cols.table).await
     }
 
     async fn adopt(&self, conn: &mut PgConnection, at: i64, streamed: &[i64]) -> Result<u64, StoreError> {
@@ -264,7 +262,7 @@ impl StreamTable for MappedTable {
         at: Option<i64>,
     ) -> Result<bool, StoreError> {
         // Runtime-checked: a constant statement on the relay's state.
-        let done: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(self.bad_sql.clone()))
+        let done: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(BAD_SQL))
             .bind(&self.source)
             .bind(id)
             .bind(store::clip(reason))
@@ -307,7 +305,7 @@ impl StreamTable for MappedTable {
             .bind(r.header)
             .fetch_all(conn)
             .await?;
-        Ok(rows.into_iter().map(|(id, status)| (id, super::own::outcome(&status))).collect())
+        Ok(rows.into_iter().map(|(id, status)| (id, super::table::outcome(&status))).collect())
     }
 
     async fn held_counts(&self, pool: &PgPool) -> Result<(i64, i64), sqlx::Error> {

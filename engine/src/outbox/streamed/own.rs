@@ -26,7 +26,7 @@ impl StreamTable for Own {
         if !has {
             return Err("revenant.outbox lacks the column stream_lsn: run `revenant outbox install` against its database (or `revenant migrate` for Revenant's own)".into());
         }
-        table_of(pool, TABLE).await
+        super::table::table_of(pool, TABLE).await
     }
 
     async fn adopt(&self, conn: &mut PgConnection, at: i64, streamed: &[i64]) -> Result<u64, StoreError> {
@@ -167,7 +167,7 @@ impl StreamTable for Own {
         )
         .fetch_all(conn)
         .await?;
-        Ok(rows.into_iter().map(|r| (r.id, outcome(&r.status))).collect())
+        Ok(rows.into_iter().map(|r| (r.id, super::table::outcome(&r.status))).collect())
     }
 
     async fn held_counts(&self, pool: &PgPool) -> Result<(i64, i64), sqlx::Error> {
@@ -179,28 +179,4 @@ impl StreamTable for Own {
         .await?;
         Ok((held.held, held.failed))
     }
-}
-
-/// A refused event's new status as the relay counts it.
-pub(super) fn outcome(status: &str) -> AttemptOutcome {
-    match status {
-        "failed" => AttemptOutcome::Failed,
-        "pending" => AttemptOutcome::Retry,
-        _ => AttemptOutcome::NotOwned,
-    }
-}
-
-/// The table's oid (the stream names the relation it changed by it) and its `schema.name`.
-pub(super) async fn table_of(pool: &PgPool, table: &str) -> Result<(u32, String), String> {
-    let row = sqlx::query!(
-        r#"SELECT c.oid::bigint AS "oid!", n.nspname::text AS "schema!", c.relname::text AS "name!"
-             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE c.oid = to_regclass($1)"#,
-        table
-    )
-    .fetch_optional(pool)
-    .await
-    .map_err(|e| format!("cannot read table {table}: {e}"))?
-    .ok_or_else(|| format!("table {table} does not exist"))?;
-    Ok((row.oid as u32, format!("{}.{}", row.schema, row.name)))
 }

@@ -2,10 +2,10 @@
 //! table and where a held event's position is kept, one implementation per kind of table.
 //!
 //! Policy: every method speaks of rows by their bigint id and of events *held* (pending, with
-//! the position of their commit kept durably) the same way, so [`super::Streamed`] holds,
+//! the position of their commit kept durably) the same way, so the stream driver holds,
 //! releases and settles both kinds alike:
-//! - [`super::own::Own`]: Revenant's `outbox` schema; the position is `outbox.stream_lsn`;
-//! - [`super::mapped_table::MappedTable`]: a service's own table through its mapping; the
+//! - `own.rs`: Revenant's `outbox` schema; the position is `outbox.stream_lsn`;
+//! - `mapped_table.rs`: a service's own table through its mapping; the
 //!   position, attempts and errors are kept in `revenant.relay_state` beside it.
 
 use std::future::Future;
@@ -125,4 +125,28 @@ pub(crate) trait StreamTable: Send + Sync + 'static {
 
     /// How many events are held, and how many of them failed for good (the card's figures).
     fn held_counts(&self, pool: &PgPool) -> impl Future<Output = Result<(i64, i64), sqlx::Error>> + Send;
+}
+
+/// A refused event's new status as the relay counts it.
+pub(super) fn outcome(status: &str) -> AttemptOutcome {
+    match status {
+        "failed" => AttemptOutcome::Failed,
+        "pending" => AttemptOutcome::Retry,
+        _ => AttemptOutcome::NotOwned,
+    }
+}
+
+/// The table's oid (the stream names the relation it changed by it) and its `schema.name`.
+pub(super) async fn table_of(pool: &PgPool, table: &str) -> Result<(u32, String), String> {
+    let row = sqlx::query!(
+        r#"SELECT c.oid::bigint AS "oid!", n.nspname::text AS "schema!", c.relname::text AS "name!"
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.oid = to_regclass($1)"#,
+        table
+    )
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| format!("cannot read table {table}: {e}"))?
+    .ok_or_else(|| format!("table {table} does not exist"))?;
+    Ok((row.oid as u32, format!("{}.{}", row.schema, row.name)))
 }
